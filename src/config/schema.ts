@@ -1,0 +1,78 @@
+// The schema of config.yml: one TypeBox schema gives the types, the defaults and the
+// validation (with key paths in the errors). Every object is closed
+// (`additionalProperties: false`) so a misspelt key stops start-up instead of being ignored.
+import { Type, type Static } from "@sinclair/typebox";
+
+const closed = { additionalProperties: false } as const;
+
+export const ModelConfigSchema = Type.Object(
+  {
+    id: Type.String({
+      minLength: 1,
+      pattern: "^[A-Za-z0-9._:/-]+$",
+      description: "The name clients send as `model` and see in GET /v1/models.",
+    }),
+    source: Type.String({
+      minLength: 1,
+      description:
+        "`preset:<name>` (a model the project generates: tiny, bench), a path to a .gguf file " +
+        "(relative to config.yml), or an `hf:<user>/<repo>:<quant>` URI fetched on first start.",
+    }),
+    workers: Type.Integer({ minimum: 1, maximum: 64, default: 2, description: "Workers (one llama.cpp context each) serving this model." }),
+    slots: Type.Integer({ minimum: 1, maximum: 256, default: 4, description: "Sequences (KV slots) per worker." }),
+    contextSize: Type.Integer({ minimum: 64, maximum: 1048576, default: 4096, description: "Tokens per slot." }),
+    batchSize: Type.Integer({ minimum: 1, maximum: 65536, default: 512, description: "Tokens llama.cpp evaluates in one batch." }),
+    threads: Type.Integer({
+      minimum: 1,
+      maximum: 256,
+      default: 1,
+      description: "llama.cpp CPU threads per worker. Never leave it to llama.cpp on small machines: its default oversubscribes a 2-core box (measured 500x slower).",
+    }),
+    gpu: Type.Union([Type.Literal(false), Type.Literal("auto"), Type.Literal("cuda"), Type.Literal("vulkan"), Type.Literal("metal")], {
+      default: false,
+      description: "llama.cpp backend: false (CPU), auto, cuda, vulkan, metal.",
+    }),
+    seed: Type.Integer({ minimum: 0, default: 1, description: "Seed of a generated `preset:` model." }),
+  },
+  closed,
+);
+
+export const ConfigSchema = Type.Object(
+  {
+    server: Type.Object(
+      {
+        host: Type.String({ default: "127.0.0.1", description: "Listen address (env HOST overrides)." }),
+        port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: "Listen port (env PORT overrides; 0 = any free port)." }),
+        bodyLimitBytes: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024, description: "Largest request body accepted." }),
+        logLevel: Type.Union(
+          ["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((level) => Type.Literal(level)),
+          { default: "info" },
+        ),
+      },
+      { ...closed, default: {} },
+    ),
+    models: Type.Array(ModelConfigSchema, { minItems: 1, description: "The models this box serves, each on its own workers." }),
+    scheduler: Type.Object(
+      {
+        policy: Type.String({ default: "roundrobin", description: "Placement policy by name (env RADIXGATE_POLICY overrides)." }),
+      },
+      { ...closed, default: {} },
+    ),
+    prompt: Type.Object(
+      {
+        threads: Type.Integer({ minimum: 1, maximum: 64, default: 1, description: "Threads that render chat templates and tokenize, off the event loop." }),
+      },
+      { ...closed, default: {} },
+    ),
+    generation: Type.Object(
+      {
+        defaultMaxTokens: Type.Integer({ minimum: 1, default: 256, description: "Completion tokens when a request sets no max_tokens." }),
+      },
+      { ...closed, default: {} },
+    ),
+  },
+  closed,
+);
+
+export type Config = Static<typeof ConfigSchema>;
+export type ModelConfig = Static<typeof ModelConfigSchema>;

@@ -1,0 +1,33 @@
+// Turns a model's `source` from config.yml into a local .gguf path:
+//   preset:<name>      a model the project generates itself (models/make-model.ts), made on
+//                      first use, never downloaded;
+//   hf:<user>/<repo>…  or an https URL: fetched once by node-llama-cpp into models/hf/;
+//   anything else      a file path, relative to config.yml's folder.
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { resolveModelFile } from "node-llama-cpp";
+import { DEFAULT_SEED, MODELS_DIR, PRESETS, defaultModelPath, ensureModel, isPresetName } from "../../models/make-model.js";
+
+export class ModelSourceError extends Error {
+  override name = "ModelSourceError";
+}
+
+export async function resolveModelSource(source: string, options: { configDir: string; seed: number }): Promise<string> {
+  if (source.startsWith("preset:")) {
+    const preset = source.slice("preset:".length);
+    if (!isPresetName(preset)) {
+      throw new ModelSourceError(`unknown model preset "${preset}" in "${source}"; presets: ${Object.keys(PRESETS).join(", ")}`);
+    }
+    // One file per preset and seed, so changing the seed never reuses a stale file.
+    const path = options.seed === DEFAULT_SEED ? defaultModelPath(preset) : join(MODELS_DIR, `${preset}-seed${options.seed}.gguf`);
+    return ensureModel(preset, { seed: options.seed, path });
+  }
+  if (source.startsWith("hf:") || /^https?:\/\//.test(source)) {
+    return resolveModelFile(source, { directory: join(MODELS_DIR, "hf"), cli: false });
+  }
+  const path = resolve(options.configDir, source);
+  if (!existsSync(path)) {
+    throw new ModelSourceError(`model file not found: ${path} (from source "${source}"); use a .gguf path, preset:tiny, or an hf: URI`);
+  }
+  return path;
+}

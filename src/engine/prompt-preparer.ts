@@ -1,0 +1,46 @@
+// Host side of prompt preparation: a small piscina pool whose threads render chat templates
+// and tokenize (CPU-heavy for long prompts), so the event loop stays free.
+import { Piscina } from "piscina";
+import type { ChatPromptTask, PreparedPrompt, PromptModel, PromptTask } from "./prompt-protocol.js";
+import { threadEntry } from "./thread-entry.js";
+
+export class PromptPreparer {
+  private readonly pool: Piscina;
+
+  constructor(
+    models: PromptModel[],
+    private readonly threads: number,
+  ) {
+    const entry = threadEntry(import.meta.url, "prompt-thread");
+    this.pool = new Piscina({
+      filename: entry.filename,
+      argv: entry.argv,
+      workerData: models,
+      minThreads: threads,
+      maxThreads: threads,
+      // Threads keep the tokenizers loaded.
+      idleTimeout: Number.POSITIVE_INFINITY,
+    });
+  }
+
+  /** Loads every tokenizer up front so the first request does not pay for it. */
+  async warmUp(modelId: string): Promise<void> {
+    await this.chat({ modelId, messages: [{ role: "user", content: "" }] });
+  }
+
+  chat(request: Omit<ChatPromptTask, "kind">): Promise<PreparedPrompt> {
+    return this.pool.run({ kind: "chat", ...request } satisfies PromptTask) as Promise<PreparedPrompt>;
+  }
+
+  /**
+   * Frees the tokenizers in every thread, then stops the threads. Terminating a thread that
+   * still holds llama.cpp objects aborts the process (a native Napi::Error at teardown).
+   */
+  async close(): Promise<void> {
+    try {
+      await Promise.all(Array.from({ length: this.threads }, () => this.pool.run({ kind: "dispose" } satisfies PromptTask)));
+    } finally {
+      await this.pool.destroy();
+    }
+  }
+}

@@ -1,0 +1,73 @@
+// Renders chat messages with each model's own chat template and tokenizes them, in a thread
+// of its own so that long prompts never block the HTTP event loop. Models are loaded
+// vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
+import { workerData } from "node:worker_threads";
+import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatHistoryItem, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt } from "./prompt-protocol.js";
+
+const models = workerData as PromptModel[];
+
+interface Tokenizer {
+  model: LlamaModel;
+  chatWrapper: ChatWrapper;
+}
+
+interface Tokenizers {
+  llama: Llama;
+  byModel: Map<string, Tokenizer>;
+}
+
+let tokenizers: Promise<Tokenizers> | undefined;
+
+async function loadTokenizers(): Promise<Tokenizers> {
+  const llama = await getLlama({ gpu: false, build: "never", maxThreads: 1, logLevel: LlamaLogLevel.warn });
+  const byModel = new Map<string, Tokenizer>();
+  for (const { id, path } of models) {
+    const model = await llama.loadModel({ modelPath: path, vocabOnly: true, gpuLayers: 0 });
+    byModel.set(id, { model, chatWrapper: resolveChatWrapper(model) });
+  }
+  return { llama, byModel };
+}
+
+export default async function handlePromptTask(task: PromptTask): Promise<PreparedPrompt | null> {
+  switch (task.kind) {
+    case "chat":
+      return renderChat(task);
+    case "dispose":
+      await disposeTokenizers();
+      return null;
+    default:
+      return task satisfies never;
+  }
+}
+
+async function disposeTokenizers(): Promise<void> {
+  if (!tokenizers) return;
+  const { llama, byModel } = await tokenizers;
+  tokenizers = undefined;
+  for (const { model } of byModel.values()) await model.dispose();
+  await llama.dispose();
+}
+
+async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
+  tokenizers ??= loadTokenizers();
+  const tokenizer = (await tokenizers).byModel.get(task.modelId);
+  if (!tokenizer) throw new Error(`prompt thread has no tokenizer for model "${task.modelId}"`);
+  const chatHistory: ChatHistoryItem[] = task.messages.map((message) =>
+    message.role === "assistant"
+      ? { type: "model", response: [message.content] }
+      : { type: message.role, text: message.content },
+  );
+  // An empty model turn at the end renders the template's generation prompt ("<|im_start|>assistant\n").
+  chatHistory.push({ type: "model", response: [] });
+  const { contextText } = tokenizer.chatWrapper.generateContextState({ chatHistory });
+  const tokens = withBos(tokenizer.model, contextText.tokenize(tokenizer.model.tokenizer));
+  return { tokens, chatTemplate: tokenizer.chatWrapper.wrapperName };
+}
+
+/** The exact tokens the worker evaluates: BOS first whenever the model's tokenizer wants one. */
+function withBos(model: LlamaModel, tokens: readonly number[]): number[] {
+  const bos = model.tokens.bos;
+  if (!model.tokens.shouldPrependBosToken || bos === null || tokens[0] === bos) return [...tokens];
+  return [bos, ...tokens];
+}

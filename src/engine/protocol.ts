@@ -1,0 +1,86 @@
+// The messages between the host and a worker thread. Types only: the host side imports
+// this without loading node-llama-cpp.
+//
+// A generation is one piscina task. Its text streams back over a MessagePort that the task
+// carries (transferred, not cloned), and the host cancels it by posting `{type: "cancel"}`
+// on that port: killing a thread or aborting a piscina task mid-generation aborts the whole
+// process (measured on node-llama-cpp 3.21.1), so a message is the only safe way to stop.
+import type { MessagePort } from "node:worker_threads";
+
+export type GpuSetting = false | "auto" | "cuda" | "vulkan" | "metal";
+
+/** Passed to the thread as workerData: everything it needs to load its model. */
+export interface WorkerInit {
+  workerId: string;
+  modelPath: string;
+  slots: number;
+  /** Tokens per slot. */
+  contextSize: number;
+  batchSize: number;
+  threads: number;
+  gpu: GpuSetting;
+}
+
+export interface SamplingParams {
+  maxTokens: number;
+  /** 0 = greedy. */
+  temperature: number;
+  topP?: number;
+  seed?: number;
+  stop: string[];
+}
+
+export interface LoadTask {
+  kind: "load";
+}
+
+export interface GenerateTask {
+  kind: "generate";
+  requestId: string;
+  /** The exact prompt tokens to evaluate, BOS included when the model wants one. */
+  tokens: number[];
+  sampling: SamplingParams;
+  port: MessagePort;
+}
+
+export interface DisposeTask {
+  kind: "dispose";
+}
+
+export type WorkerTask = LoadTask | GenerateTask | DisposeTask;
+
+export interface LoadResult {
+  workerId: string;
+  backend: string;
+  /** Tokens per slot as llama.cpp created it (it may round up). */
+  contextSize: number;
+  slots: number;
+  trainContextSize: number;
+  loadMs: number;
+}
+
+/** Worker -> host, on the generation's port. */
+export type GenerationEvent =
+  | { type: "started"; slot: number; cachedTokens: number; queueMs: number }
+  | { type: "text"; text: string }
+  /** Last event of every generation: everything before it has been delivered. */
+  | { type: "done" };
+
+/** Host -> worker, on the generation's port. */
+export type GenerationControl = { type: "cancel" };
+
+export type FinishReason = "stop" | "length" | "cancelled";
+
+export interface GenerationResult {
+  text: string;
+  finishReason: FinishReason;
+  promptTokens: number;
+  /** Prompt tokens the slot's KV already held: not evaluated again for this request. */
+  cachedTokens: number;
+  completionTokens: number;
+  slot: number;
+  queueMs: number;
+  /** From taking the slot to the first generated token: the prefill of the uncached part. */
+  prefillMs: number;
+  totalMs: number;
+}

@@ -1,0 +1,183 @@
+// A worker: one llama.cpp model and one context with N sequences (slots), living in its own
+// piscina thread. Tasks: load, generate (streams over a MessagePort), dispose.
+import { workerData } from "node:worker_threads";
+import {
+  getLlama,
+  LlamaCompletion,
+  LlamaLogLevel,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Llama,
+  type Token,
+} from "node-llama-cpp";
+import type {
+  GenerateTask,
+  GenerationControl,
+  GenerationEvent,
+  GenerationResult,
+  FinishReason,
+  LoadResult,
+  WorkerInit,
+  WorkerTask,
+} from "./protocol.js";
+import { SlotTable } from "./slot-table.js";
+import { StopSequenceFilter } from "./stop-sequences.js";
+
+const init = workerData as WorkerInit;
+
+interface Engine {
+  llama: Llama;
+  model: LlamaModel;
+  context: LlamaContext;
+  sequences: LlamaContextSequence[];
+  completions: LlamaCompletion[];
+  slots: SlotTable;
+  loaded: LoadResult;
+}
+
+let engine: Promise<Engine> | undefined;
+
+export default async function handleTask(task: WorkerTask): Promise<LoadResult | GenerationResult | null> {
+  switch (task.kind) {
+    case "load":
+      return (await loadEngine()).loaded;
+    case "generate":
+      return generate(await loadEngine(), task);
+    case "dispose":
+      await disposeEngine();
+      return null;
+    default:
+      return task satisfies never;
+  }
+}
+
+function loadEngine(): Promise<Engine> {
+  engine ??= createEngine();
+  return engine;
+}
+
+async function createEngine(): Promise<Engine> {
+  const started = performance.now();
+  const llama = await getLlama({
+    gpu: init.gpu,
+    // A missing prebuilt binary must fail loudly, not start a source build at request time.
+    build: "never",
+    // Explicit: llama.cpp's default thread count oversubscribes small machines (DESIGN.md 5).
+    maxThreads: init.threads,
+    logLevel: LlamaLogLevel.warn,
+  });
+  const model = await llama.loadModel({ modelPath: init.modelPath, gpuLayers: init.gpu === false ? 0 : "auto" });
+  const context = await model.createContext({
+    sequences: init.slots,
+    contextSize: init.contextSize,
+    batchSize: init.batchSize,
+    threads: init.threads,
+  });
+  const sequences = Array.from({ length: init.slots }, () => context.getSequence());
+  const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
+  const slots = new SlotTable(init.slots, (slot) => sequences[slot]?.contextTokens ?? []);
+  const loaded: LoadResult = {
+    workerId: init.workerId,
+    backend: llama.gpu === false ? "cpu" : llama.gpu,
+    contextSize: context.contextSize,
+    slots: init.slots,
+    trainContextSize: model.trainContextSize,
+    loadMs: performance.now() - started,
+  };
+  return { llama, model, context, sequences, completions, slots, loaded };
+}
+
+async function disposeEngine(): Promise<void> {
+  if (!engine) return;
+  const { llama, model, context } = await engine;
+  engine = undefined;
+  await context.dispose();
+  await model.dispose();
+  await llama.dispose();
+}
+
+async function generate(engine: Engine, task: GenerateTask): Promise<GenerationResult> {
+  const { port, tokens, sampling } = task;
+  const abort = new AbortController();
+  port.on("message", (message: GenerationControl) => {
+    if (message.type === "cancel") abort.abort();
+  });
+  const send = (event: GenerationEvent) => port.postMessage(event);
+  const queuedAt = performance.now();
+  const { slot } = await engine.slots.acquire(tokens);
+  try {
+    const sequence = engine.sequences[slot]!;
+    const completion = engine.completions[slot]!;
+    // LlamaCompletion re-evaluates from the first token that differs, but always evaluates the
+    // last prompt token itself (it needs its logits): so at most tokens.length - 1 are reused.
+    const cachedTokens = Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
+    const startedAt = performance.now();
+    send({ type: "started", slot, cachedTokens, queueMs: startedAt - queuedAt });
+    let firstTokenAt: number | undefined;
+    let completionTokens = 0;
+    const stops = new StopSequenceFilter(sampling.stop);
+    const sent: string[] = [];
+    const emit = (text: string) => {
+      if (text.length === 0) return;
+      sent.push(text);
+      send({ type: "text", text });
+    };
+    const { metadata } = await completion.generateCompletionWithMeta(withoutPrependedBos(engine.model, tokens), {
+      maxTokens: sampling.maxTokens,
+      temperature: sampling.temperature,
+      topP: sampling.topP,
+      seed: sampling.seed,
+      signal: abort.signal,
+      stopOnAbortSignal: true,
+      // The host refuses prompts that do not fit; never shift (silently drop) context here.
+      disableContextShift: true,
+      onToken: (generated) => {
+        firstTokenAt ??= performance.now();
+        completionTokens += generated.length;
+      },
+      onTextChunk: (text) => {
+        emit(stops.push(text));
+        if (stops.stopped) abort.abort();
+      },
+    });
+    emit(stops.flush());
+    const finishedAt = performance.now();
+    return {
+      text: sent.join(""),
+      finishReason: stops.stopped ? "stop" : finishReason(metadata.stopReason),
+      promptTokens: tokens.length,
+      cachedTokens,
+      completionTokens,
+      slot,
+      queueMs: startedAt - queuedAt,
+      prefillMs: (firstTokenAt ?? finishedAt) - startedAt,
+      totalMs: finishedAt - queuedAt,
+    };
+  } finally {
+    engine.slots.release(slot);
+    send({ type: "done" });
+    port.close();
+  }
+}
+
+/**
+ * The host sends the exact token list, BOS included when the model wants one (so the global
+ * tree sees what the KV holds). LlamaCompletion prepends that BOS itself: hand it the rest.
+ */
+function withoutPrependedBos(model: LlamaModel, tokens: readonly number[]): Token[] {
+  const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
+  // Token is a branded number in node-llama-cpp; these ids came from the same model's tokenizer.
+  return (bos !== null && tokens[0] === bos ? tokens.slice(1) : tokens.slice()) as Token[];
+}
+
+function finishReason(stopReason: string): FinishReason {
+  switch (stopReason) {
+    case "maxTokens":
+      return "length";
+    case "abort":
+      return "cancelled";
+    default:
+      return "stop";
+  }
+}

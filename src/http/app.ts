@@ -1,0 +1,37 @@
+// Builds the fastify app without listening: the server and the tests (app.inject or a
+// real port) get the same routes, validation and error handling.
+import Fastify, { type FastifyInstance } from "fastify";
+import type { Config } from "../config/schema.js";
+import type { CompletionService } from "../serving/completion-service.js";
+import type { Fleet } from "../serving/fleet.js";
+import { installErrorHandlers } from "./error-handler.js";
+import { chatCompletionsRoute } from "./routes/chat-completions.js";
+import { healthRoute } from "./routes/health.js";
+import { modelsRoute } from "./routes/models.js";
+
+export interface AppServices {
+  config: Config;
+  fleet: Fleet;
+  service: CompletionService;
+}
+
+export function buildApp({ config, fleet, service }: AppServices): FastifyInstance {
+  const app = Fastify({
+    logger: { level: config.server.logLevel },
+    bodyLimit: config.server.bodyLimitBytes,
+    requestIdHeader: "x-request-id",
+    ajv: {
+      // Validate what the client sent: no type coercion ("0.5" is not a number) and no
+      // silent removal of unknown fields (those are checked against the refused list).
+      customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true },
+    },
+  });
+  app.addHook("onSend", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+  });
+  installErrorHandlers(app);
+  chatCompletionsRoute(app, service);
+  modelsRoute(app, fleet);
+  healthRoute(app, fleet);
+  return app;
+}

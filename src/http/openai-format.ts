@@ -1,0 +1,60 @@
+// OpenAI's response shapes for chat completions, built from a worker's outcome.
+import { randomBytes } from "node:crypto";
+import type { FinishReason } from "../engine/protocol.js";
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+export function completionId(prefix: "chatcmpl" | "cmpl"): string {
+  return `${prefix}-${randomBytes(12).toString("base64url")}`;
+}
+
+export function usage(promptTokens: number, cachedTokens: number, completionTokens: number): Usage {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens },
+  };
+}
+
+/** "cancelled" only happens when the client went away: nobody reads it, "stop" keeps the type OpenAI's. */
+export function openAIFinishReason(reason: FinishReason): "stop" | "length" {
+  return reason === "length" ? "length" : "stop";
+}
+
+export interface ChatCompletionHeader {
+  id: string;
+  created: number;
+  model: string;
+}
+
+export function chatCompletion(header: ChatCompletionHeader, text: string, finishReason: FinishReason, tokens: Usage) {
+  return {
+    ...header,
+    object: "chat.completion" as const,
+    system_fingerprint: null,
+    choices: [
+      { index: 0, message: { role: "assistant" as const, content: text, refusal: null }, logprobs: null, finish_reason: openAIFinishReason(finishReason) },
+    ],
+    usage: tokens,
+  };
+}
+
+export function chatChunk(header: ChatCompletionHeader, delta: { role?: "assistant"; content?: string }, finishReason: FinishReason | null) {
+  return {
+    ...header,
+    object: "chat.completion.chunk" as const,
+    system_fingerprint: null,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
+  };
+}
+
+/** The last chunk when stream_options.include_usage is set: no choices, only usage. */
+export function usageChunk(header: ChatCompletionHeader, tokens: Usage) {
+  return { ...header, object: "chat.completion.chunk" as const, system_fingerprint: null, choices: [], usage: tokens };
+}

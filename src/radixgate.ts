@@ -1,0 +1,51 @@
+// The composition root: resolves models, starts workers and the prompt threads, wires the
+// placement policy and the HTTP app. Used by main.ts and by the tests, which start real
+// servers through it.
+import type { FastifyInstance } from "fastify";
+import type { LoadedConfig } from "./config/load-config.js";
+import { resolveModelSource } from "./engine/model-source.js";
+import { PromptPreparer } from "./engine/prompt-preparer.js";
+import { buildApp } from "./http/app.js";
+import { createPolicy } from "./scheduler/registry.js";
+import { CompletionService } from "./serving/completion-service.js";
+import { Fleet } from "./serving/fleet.js";
+
+export interface Radixgate {
+  app: FastifyInstance;
+  fleet: Fleet;
+  /** Listens on config.server host/port; resolves with the address, e.g. http://127.0.0.1:8080. */
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Radixgate> {
+  // Fail on a bad policy name before spending time loading models.
+  const policy = createPolicy(config.scheduler.policy);
+  const modelPaths = new Map<string, string>();
+  for (const model of config.models) {
+    modelPaths.set(model.id, await resolveModelSource(model.source, { configDir: dir, seed: model.seed }));
+  }
+  const preparer = new PromptPreparer(
+    config.models.map((model) => ({ id: model.id, path: modelPaths.get(model.id)! })),
+    config.prompt.threads,
+  );
+  let fleet: Fleet;
+  try {
+    [fleet] = await Promise.all([Fleet.start(config, modelPaths), ...config.models.map((model) => preparer.warmUp(model.id))]);
+  } catch (error) {
+    await preparer.close();
+    throw error;
+  }
+  const service = new CompletionService(fleet, preparer, policy, config.generation.defaultMaxTokens);
+  const app = buildApp({ config, fleet, service });
+  return {
+    app,
+    fleet,
+    listen: () => app.listen({ host: config.server.host, port: config.server.port }),
+    async close() {
+      await app.close();
+      await fleet.close();
+      await preparer.close();
+    },
+  };
+}

@@ -1,0 +1,35 @@
+// One catalogue of the errors a client can get, each with its HTTP status and OpenAI error
+// type. The HTTP layer turns any ServingError into `{error: {message, type, param, code}}`.
+
+export const ERROR_CATALOGUE = {
+  invalid_request: { status: 400, type: "invalid_request_error" },
+  invalid_json: { status: 400, type: "invalid_request_error" },
+  unsupported_parameter: { status: 400, type: "invalid_request_error" },
+  model_not_found: { status: 404, type: "invalid_request_error" },
+  route_not_found: { status: 404, type: "invalid_request_error" },
+  worker_not_found: { status: 400, type: "invalid_request_error" },
+  body_too_large: { status: 413, type: "invalid_request_error" },
+  context_length_exceeded: { status: 413, type: "invalid_request_error" },
+  unsupported_media_type: { status: 415, type: "invalid_request_error" },
+  no_live_worker: { status: 503, type: "service_unavailable_error" },
+  worker_failed: { status: 500, type: "server_error" },
+  internal_error: { status: 500, type: "server_error" },
+} as const satisfies Record<string, { status: number; type: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+export class ServingError extends Error {
+  override name = "ServingError";
+  readonly status: number;
+  readonly type: string;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+    this.status = ERROR_CATALOGUE[code].status;
+    this.type = ERROR_CATALOGUE[code].type;
+  }
+}

@@ -1,0 +1,53 @@
+// Starts a real Radixgate (real llama.cpp workers on the project's tiny model) on a free
+// port, for tests that talk to it over HTTP like a user would.
+import OpenAI from "openai";
+import { parseConfig } from "../../src/config/load-config.js";
+import { createRadixgate, type Radixgate } from "../../src/radixgate.js";
+
+export const TINY_MODEL = "radixgate-tiny";
+
+export interface TestServer {
+  baseURL: string;
+  radixgate: Radixgate;
+  client: OpenAI;
+  close(): Promise<void>;
+}
+
+export async function startTestServer(overrides: { workers?: number; slots?: number; policy?: string } = {}): Promise<TestServer> {
+  const config = parseConfig({
+    server: { host: "127.0.0.1", port: 0, logLevel: "warn" },
+    models: [
+      {
+        id: TINY_MODEL,
+        source: "preset:tiny",
+        workers: overrides.workers ?? 2,
+        slots: overrides.slots ?? 2,
+        contextSize: 2048,
+        threads: 1,
+      },
+    ],
+    scheduler: { policy: overrides.policy ?? "roundrobin" },
+  });
+  const radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() });
+  const address = await radixgate.listen();
+  const baseURL = `${address}/v1`;
+  return {
+    baseURL,
+    radixgate,
+    client: new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0 }),
+    close: () => radixgate.close(),
+  };
+}
+
+/** POST a raw body (not necessarily valid JSON) and return status and parsed JSON. */
+export async function postRaw(baseURL: string, path: string, body: string | undefined, headers: Record<string, string> = { "content-type": "application/json" }) {
+  const response = await fetch(`${baseURL}${path}`, { method: "POST", headers, body });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, json: json as { error?: { message: string; type: string; param: string | null; code: string | null } } & Record<string, unknown>, text };
+}

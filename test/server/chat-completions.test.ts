@@ -1,0 +1,140 @@
+// The OpenAI chat API end to end: the official `openai` client against a real server with
+// two llama.cpp workers on the tiny model.
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer({ workers: 2, slots: 2 });
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+/** A long system prompt, salted so no earlier test or run has it cached. */
+function salted(words: number): string {
+  const filler = Array.from({ length: words }, (_, i) => ["the", "tool", "returns", "a", "list", "of", "files", "and", "their", "sizes"][i % 10]).join(" ");
+  return `run ${randomUUID()}\n${filler}`;
+}
+
+describe("POST /v1/chat/completions", () => {
+  it("answers a non-streaming completion with usage and the serving worker", async () => {
+    const { data, response } = await server.client.chat.completions
+      .create({ model: TINY_MODEL, messages: [{ role: "user", content: "Say hello." }], max_tokens: 8, temperature: 0 })
+      .withResponse();
+    expect(data.object).toBe("chat.completion");
+    expect(data.id).toMatch(/^chatcmpl-/);
+    expect(data.model).toBe(TINY_MODEL);
+    expect(data.choices[0]?.message.role).toBe("assistant");
+    expect(data.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    // The tiny model has random weights and never chooses to stop: 8 tokens means "length".
+    expect(data.choices[0]?.finish_reason).toBe("length");
+    expect(data.usage?.completion_tokens).toBe(8);
+    expect(data.usage?.prompt_tokens).toBeGreaterThan(5);
+    expect(data.usage?.total_tokens).toBe((data.usage?.prompt_tokens ?? 0) + 8);
+    expect(data.usage?.prompt_tokens_details?.cached_tokens).toBeTypeOf("number");
+    expect(response.headers.get("x-radixgate-worker")).toMatch(/^w[01]$/);
+  });
+
+  it("streams chunks that join to the same text as the non-streaming answer at temperature 0", async () => {
+    const request = { model: TINY_MODEL, messages: [{ role: "user" as const, content: `Count the files. ${randomUUID()}` }], max_tokens: 16, temperature: 0 };
+    const whole = await server.client.chat.completions.create(request);
+    const stream = await server.client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    const pieces: string[] = [];
+    let finishReason: string | null = null;
+    let usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      if (choice.delta.content) pieces.push(choice.delta.content);
+      if (choice.finish_reason) finishReason = choice.finish_reason;
+    }
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(pieces.join("")).toBe(whole.choices[0]?.message.content);
+    expect(finishReason).toBe("length");
+    expect(usage?.completion_tokens).toBe(16);
+    expect(usage?.prompt_tokens).toBe(whole.usage?.prompt_tokens);
+    expect(usage?.prompt_tokens_details?.cached_tokens).toBeTypeOf("number");
+  });
+
+  it("omits the usage chunk unless stream_options.include_usage is set", async () => {
+    const stream = await server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 3, stream: true });
+    let sawUsage = false;
+    for await (const chunk of stream) if (chunk.usage) sawUsage = true;
+    expect(sawUsage).toBe(false);
+  });
+
+  it("reuses the KV cache: a second turn on the same worker reports the first turn's prompt as cached", async () => {
+    const system = salted(300);
+    const firstTurn = [
+      { role: "system" as const, content: system },
+      { role: "user" as const, content: "List the files." },
+    ];
+    const first = await server.client.chat.completions.create({ model: TINY_MODEL, messages: firstTurn, max_tokens: 12, temperature: 0 }).withResponse();
+    const worker = first.response.headers.get("x-radixgate-worker")!;
+    const firstPrompt = first.data.usage!.prompt_tokens;
+    expect(firstPrompt).toBeGreaterThan(300);
+    // Only the template's opening tokens (BOS, <|im_start|>system...) can be shared with
+    // whatever the slot held before: the salted prompt itself is new.
+    expect(first.data.usage?.prompt_tokens_details?.cached_tokens).toBeLessThan(10);
+
+    const secondTurn = [...firstTurn, { role: "assistant" as const, content: first.data.choices[0]!.message.content! }, { role: "user" as const, content: "And their sizes?" }];
+    const second = await server.client.chat.completions
+      .create({ model: TINY_MODEL, messages: secondTurn, max_tokens: 4, temperature: 0 }, { headers: { "x-radixgate-worker": worker } })
+      .withResponse();
+    expect(second.response.headers.get("x-radixgate-worker")).toBe(worker);
+    const cached = second.data.usage!.prompt_tokens_details!.cached_tokens!;
+    expect(cached).toBeGreaterThanOrEqual(firstPrompt - 3);
+    expect(cached).toBeLessThan(second.data.usage!.prompt_tokens);
+    expect(second.response.headers.get("x-radixgate-cached-tokens")).toBe(String(cached));
+
+    // The other worker never saw this conversation: nothing of it is cached there.
+    const other = worker === "w0" ? "w1" : "w0";
+    const elsewhere = await server.client.chat.completions.create({ model: TINY_MODEL, messages: secondTurn, max_tokens: 2 }, { headers: { "x-radixgate-worker": other } });
+    expect(elsewhere.usage?.prompt_tokens_details?.cached_tokens).toBeLessThan(10);
+  });
+
+  it("spreads single requests over both workers with the roundrobin counter", async () => {
+    const served: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const { response } = await server.client.chat.completions
+        .create({ model: TINY_MODEL, messages: [{ role: "user", content: `question ${i}` }], max_tokens: 1 })
+        .withResponse();
+      served.push(response.headers.get("x-radixgate-worker")!);
+    }
+    expect(new Set(served)).toEqual(new Set(["w0", "w1"]));
+    expect(served[0]).not.toBe(served[1]);
+    expect(served[1]).not.toBe(served[2]);
+  });
+
+  it("runs more requests at once than a worker has slots, and all complete", async () => {
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: `parallel ${i}` }], max_tokens: 6, temperature: 0 }),
+      ),
+    );
+    for (const result of results) expect(result.usage?.completion_tokens).toBe(6);
+  });
+});
+
+describe("GET /v1/models and /health", () => {
+  it("lists the served model", async () => {
+    const models = await server.client.models.list();
+    expect(models.data.map((model) => model.id)).toEqual([TINY_MODEL]);
+  });
+
+  it("reports both workers alive", async () => {
+    const response = await fetch(server.baseURL.replace(/\/v1$/, "/health"));
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { status: string; workers: { id: string; alive: boolean }[] };
+    expect(body.status).toBe("ok");
+    expect(body.workers.map((worker) => [worker.id, worker.alive])).toEqual([
+      ["w0", true],
+      ["w1", true],
+    ]);
+  });
+});
