@@ -3,6 +3,7 @@
 import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
 import type {
+  FinishReason,
   GenerationControl,
   GenerationEvent,
   GenerationResult,
@@ -24,6 +25,8 @@ export interface GenerateHooks {
 export class EngineWorker {
   private readonly pool: Piscina;
   private inFlightCount = 0;
+  /** Finished generations by finish reason, for /health and the metrics. */
+  readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
   private loadResult: LoadResult | undefined;
 
   constructor(readonly init: WorkerInit) {
@@ -80,6 +83,7 @@ export class EngineWorker {
         { transferList: [workerPort] },
       )) as GenerationResult;
       await drained;
+      this.finished[result.finishReason]++;
       return result;
     } finally {
       this.inFlightCount--;

@@ -25,12 +25,17 @@ export class SseStream {
     });
   }
 
+  /** False once the client is gone: nothing more can be written. */
+  get writable(): boolean {
+    return !this.reply.raw.writableEnded && !this.reply.raw.destroyed;
+  }
+
   send(event: unknown): void {
-    if (!this.reply.raw.writableEnded) this.reply.raw.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (this.writable) this.reply.raw.write(`data: ${JSON.stringify(event)}\n\n`);
   }
 
   close(): void {
-    if (this.reply.raw.writableEnded) return;
+    if (!this.writable) return;
     this.reply.raw.write("data: [DONE]\n\n");
     this.reply.raw.end();
   }

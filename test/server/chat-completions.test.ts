@@ -119,6 +119,38 @@ describe("POST /v1/chat/completions", () => {
     );
     for (const result of results) expect(result.usage?.completion_tokens).toBe(6);
   });
+
+  it("cancels the generation when a streaming client disconnects, and keeps serving", async () => {
+    const health = async () =>
+      (await (await fetch(server.baseURL.replace(/\/v1$/, "/health"))).json()) as { workers: { in_flight: number; finished: { cancelled: number } }[] };
+    const cancelledBefore = (await health()).workers.reduce((sum, worker) => sum + worker.finished.cancelled, 0);
+    const abort = new AbortController();
+    const stream = await server.client.chat.completions.create(
+      { model: TINY_MODEL, messages: [{ role: "user", content: "a very long answer" }], max_tokens: 1900, stream: true },
+      { signal: abort.signal },
+    );
+    let chunks = 0;
+    try {
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta.content && ++chunks === 2) abort.abort();
+      }
+    } catch {
+      // the client's own abort may surface as an error: that is the point
+    }
+    expect(chunks).toBe(2);
+    // The worker's in-flight count drains back to zero: the slot was freed, nothing leaked.
+    let inFlight = -1;
+    for (let poll = 0; poll < 200 && inFlight !== 0; poll++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      inFlight = (await health()).workers.reduce((sum, worker) => sum + worker.in_flight, 0);
+    }
+    expect(inFlight).toBe(0);
+    // ...because the worker stopped it (finish reason "cancelled"), not because it ran to max_tokens.
+    const cancelledAfter = (await health()).workers.reduce((sum, worker) => sum + worker.finished.cancelled, 0);
+    expect(cancelledAfter).toBe(cancelledBefore + 1);
+    const next = await server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "next" }], max_tokens: 2 });
+    expect(next.usage?.completion_tokens).toBe(2);
+  });
 });
 
 describe("GET /v1/models and /health", () => {

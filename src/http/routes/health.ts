@@ -8,7 +8,13 @@ export function healthRoute(app: FastifyInstance, fleet: Fleet): void {
     const alive = workers.filter((worker) => worker.alive).length;
     return reply.code(alive > 0 ? 200 : 503).send({
       status: alive > 0 ? "ok" : "no_live_worker",
-      workers: workers.map(({ id, modelId, alive, inFlight }) => ({ id, model: modelId, alive, in_flight: inFlight })),
+      workers: workers.map(({ id, modelId, alive, inFlight }) => ({
+        id,
+        model: modelId,
+        alive,
+        in_flight: inFlight,
+        finished: fleet.get(id)?.engine.finished,
+      })),
     });
   });
 }
