@@ -6,6 +6,7 @@
  *
  * Same preset + seed => byte-identical file (seeded PRNG, no Math.random, no clock).
  */
+import { mulberry32 } from "../src/common/random.js";
 import { randomUUID } from "node:crypto";
 import { existsSync, realpathSync } from "node:fs";
 import { mkdir, rename, rm } from "node:fs/promises";
@@ -77,16 +78,6 @@ function mixSeed(seed: number): number {
     return (h ^ (h >>> 16)) >>> 0;
 }
 
-/** mulberry32: tiny, fast, and only integer ops, so identical on every JS engine. */
-export function mulberry32(seed: number): () => number {
-    let a = seed >>> 0;
-    return () => {
-        a = (a + 0x6d2b79f5) | 0;
-        let t = Math.imul(a ^ (a >>> 15), 1 | a);
-        t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-}
 
 /**
  * Approximately standard-normal values (Irwin-Hall sum of 4 uniforms, rescaled to unit

@@ -8,7 +8,7 @@ async function main(): Promise<void> {
   const radixgate = await createRadixgate(loaded);
   const address = await radixgate.listen();
   radixgate.app.log.info(
-    { models: loaded.config.models.map((model) => model.id), workers: radixgate.fleet.views().map((worker) => worker.id), policy: loaded.config.scheduler.policy },
+    { models: loaded.config.models.map((model) => model.id), workers: radixgate.fleet.workers.map((worker) => worker.engine.id), policy: loaded.config.scheduler.policy },
     `Radixgate serving on ${address} (config ${loaded.path})`,
   );
   let stopping = false;

@@ -3,16 +3,20 @@
 // servers through it.
 import type { FastifyInstance } from "fastify";
 import type { LoadedConfig } from "./config/load-config.js";
+import type { Config } from "./config/schema.js";
 import { resolveModelSource } from "./engine/model-source.js";
 import { PromptPreparer } from "./engine/prompt-preparer.js";
 import { buildApp } from "./http/app.js";
-import { createPolicy } from "./scheduler/registry.js";
+import { GlobalScheduler } from "./scheduler/global-scheduler.js";
+import { createPolicy, type PolicyOptions } from "./scheduler/registry.js";
+import { TIME_MODEL_PRESETS, TimeModel } from "./scheduler/time-model.js";
 import { CompletionService } from "./serving/completion-service.js";
 import { Fleet } from "./serving/fleet.js";
 
 export interface Radixgate {
   app: FastifyInstance;
   fleet: Fleet;
+  scheduler: GlobalScheduler;
   /** Listens on config.server host/port; resolves with the address, e.g. http://127.0.0.1:8080. */
   listen(): Promise<string>;
   close(): Promise<void>;
@@ -20,7 +24,7 @@ export interface Radixgate {
 
 export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Radixgate> {
   // Fail on a bad policy name before spending time loading models.
-  const policy = createPolicy(config.scheduler.policy);
+  const policy = createPolicy(config.scheduler.policy, policyOptions(config));
   const modelPaths = new Map<string, string>();
   for (const model of config.models) {
     modelPaths.set(model.id, await resolveModelSource(model.source, { configDir: dir, seed: model.seed }));
@@ -36,11 +40,29 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
     await preparer.close();
     throw error;
   }
-  const service = new CompletionService(fleet, preparer, policy, config.generation.defaultMaxTokens);
-  const app = buildApp({ config, fleet, service });
+  const scheduler = new GlobalScheduler(policy, {
+    now: () => performance.now(),
+    windowMs: config.scheduler.windowMs,
+    sessionPinning: config.scheduler.sessionPinning,
+    sessionTtlMs: config.scheduler.sessionTtlMs,
+    sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
+  });
+  for (const worker of fleet.workers) {
+    const info = worker.engine.info!;
+    scheduler.addWorker({
+      id: worker.engine.id,
+      modelId: worker.modelId,
+      slots: info.slots,
+      capacityTokens: info.slots * info.contextSize,
+      timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!),
+    });
+  }
+  const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens);
+  const app = buildApp({ config, fleet, scheduler, service });
   return {
     app,
     fleet,
+    scheduler,
     listen: () => app.listen({ host: config.server.host, port: config.server.port }),
     async close() {
       await app.close();
@@ -48,4 +70,9 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
       await preparer.close();
     },
   };
+}
+
+/** The policies' parameters from config.yml (hot reload builds a new policy from these). */
+export function policyOptions(config: Config): PolicyOptions {
+  return { preble: { ...config.scheduler.preble, windowMs: config.scheduler.windowMs }, cacheAware: config.scheduler.cacheAware };
 }

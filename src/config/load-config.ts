@@ -6,6 +6,7 @@ import { dirname, resolve } from "node:path";
 import { Value } from "@sinclair/typebox/value";
 import type { TSchema } from "@sinclair/typebox";
 import { parse as parseYaml, YAMLParseError } from "yaml";
+import { isPolicyName, POLICY_NAMES } from "../scheduler/registry.js";
 import { ConfigSchema, type Config } from "./schema.js";
 
 export class ConfigError extends Error {
@@ -71,6 +72,10 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source = 
     throw new ConfigError(`invalid ${source}:\n  models: the id "${repeated}" is used twice; each model needs its own id`);
   }
   applyEnvOverrides(config, env);
+  if (!isPolicyName(config.scheduler.policy)) {
+    const from = env.RADIXGATE_POLICY ? "env RADIXGATE_POLICY" : "scheduler.policy";
+    throw new ConfigError(`invalid ${source}:\n  ${from}: unknown policy "${config.scheduler.policy}"; available: ${POLICY_NAMES.join(", ")}`);
+  }
   return config;
 }
 

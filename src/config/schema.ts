@@ -54,7 +54,31 @@ export const ConfigSchema = Type.Object(
     models: Type.Array(ModelConfigSchema, { minItems: 1, description: "The models this box serves, each on its own workers." }),
     scheduler: Type.Object(
       {
-        policy: Type.String({ default: "roundrobin", description: "Placement policy by name (env RADIXGATE_POLICY overrides)." }),
+        policy: Type.String({
+          default: "preble",
+          description: "Placement policy by name (env RADIXGATE_POLICY overrides): preble, shape, cache-aware, roundrobin, affinity, least-load.",
+        }),
+        windowMs: Type.Integer({ minimum: 1000, default: 180_000, description: "Load and statistics window H, ms (Preble: 3 minutes)." }),
+        sessionPinning: Type.Boolean({ default: true, description: "Stick requests with x-session-id (or `user`) to the worker that served the session." }),
+        sessionTtlMs: Type.Integer({ minimum: 1000, default: 1_800_000, description: "A session is forgotten after this long idle." }),
+        sessionOverloadPerSlot: Type.Number({ exclusiveMinimum: 0, default: 2, description: "A session leaves its worker when it has this many requests in flight per slot." }),
+        preble: Type.Object(
+          {
+            rebalanceRatio: Type.Number({ minimum: 1, default: 1.5, description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest." }),
+            historyPerWorker: Type.Integer({ minimum: 0, default: 50, description: "Placements per worker in the window before rebalancing starts." }),
+            hotTtftRatio: Type.Number({ minimum: 1, default: 2, description: "A prefix is hot when its TTFT in the second half of the window >= this x the first half." }),
+            hotMinSamples: Type.Integer({ minimum: 1, default: 3, description: "TTFT samples needed in each half before a prefix can be hot." }),
+          },
+          { ...closed, default: {} },
+        ),
+        cacheAware: Type.Object(
+          {
+            balanceAbsThreshold: Type.Number({ minimum: 0, default: 64, description: "SGLang: imbalance when max - min in-flight exceeds this..." }),
+            balanceRelThreshold: Type.Number({ minimum: 1, default: 1.5, description: "...and max > this x min." }),
+            cacheThreshold: Type.Number({ minimum: 0, maximum: 1, default: 0.3, description: "SGLang: route to the longest match when matched / input exceeds this." }),
+          },
+          { ...closed, default: {} },
+        ),
       },
       { ...closed, default: {} },
     ),

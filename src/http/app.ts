@@ -2,6 +2,7 @@
 // real port) get the same routes, validation and error handling.
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Config } from "../config/schema.js";
+import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { CompletionService } from "../serving/completion-service.js";
 import type { Fleet } from "../serving/fleet.js";
 import { installErrorHandlers } from "./error-handler.js";
@@ -12,10 +13,11 @@ import { modelsRoute } from "./routes/models.js";
 export interface AppServices {
   config: Config;
   fleet: Fleet;
+  scheduler: GlobalScheduler;
   service: CompletionService;
 }
 
-export function buildApp({ config, fleet, service }: AppServices): FastifyInstance {
+export function buildApp({ config, fleet, scheduler, service }: AppServices): FastifyInstance {
   const app = Fastify({
     logger: { level: config.server.logLevel },
     bodyLimit: config.server.bodyLimitBytes,
@@ -32,6 +34,6 @@ export function buildApp({ config, fleet, service }: AppServices): FastifyInstan
   installErrorHandlers(app);
   chatCompletionsRoute(app, service);
   modelsRoute(app, fleet);
-  healthRoute(app, fleet);
+  healthRoute(app, fleet, scheduler);
   return app;
 }

@@ -1,14 +1,20 @@
-// The contract between the serving layer and every placement policy. Pure data: a policy
-// never sees node-llama-cpp, fastify or a clock it did not get injected.
+// The contract between the serving layer, the global scheduler and every placement policy.
+// Pure data: nothing here sees node-llama-cpp, fastify or a clock it was not given.
 import type { TokenIds } from "../common/tokens.js";
+import type { PrefixMatch, RadixTree } from "./radix-tree.js";
+import type { TimeModel } from "./time-model.js";
 
-/** What a policy may know about a worker when it places a request. */
+/** What a policy may know about a candidate worker when it places a request. */
 export interface WorkerView {
   id: string;
   modelId: string;
   alive: boolean;
-  /** Requests placed on it and not finished yet. */
+  /** Requests placed on it and not finished yet (running or queued on it). */
   inFlight: number;
+  /** Slots (sequences) the worker runs at once. */
+  slots: number;
+  /** Longest prefix of THIS request's prompt the worker holds in its KV cache. */
+  matchedTokens: number;
 }
 
 export interface PlacementRequest {
@@ -17,22 +23,77 @@ export interface PlacementRequest {
   tokens: TokenIds;
   /** Chat messages in the request: more than one marks a continuation (seed 000). */
   messageCount: number;
+  /** x-session-id header, else the request's `user` field: sticks to one worker while it lives. */
+  sessionId?: string;
+  /** The request's completion limit, used as expected output length until outputs are observed. */
+  maxTokens?: number;
+}
+
+/** "Copy prefix tokens[0..n) from worker A to worker B": the worker runtime executes it. */
+export interface CopyAction {
+  modelId: string;
+  fromWorkerId: string;
+  toWorkerId: string;
+  tokens: TokenIds;
+  /** Predicted by the time model: what the copy costs vs recomputing on the target. */
+  copyMs: number;
+  recomputeMs: number;
 }
 
 export interface Placement {
   workerId: string;
-  /** Short, loggable reason, e.g. "roundrobin". */
+  /** Short, loggable reason: "exploit", "explore", "rebalance", "replicate", "roundrobin", "session"... */
   reason: string;
+  /** Longest cached prefix on any candidate (Preble's `matched`). */
+  matchedTokens: number;
+  /** Cost of each candidate in ms, for policies that price them. */
+  costs?: Record<string, number>;
+  /** Copy actions this decision asks for (hot-prefix replication). */
+  copies?: CopyAction[];
+  /** Id of the prefix node this request's statistics are kept under (hot-prefix detection). */
+  prefixKey?: number;
+}
+
+/** What the global scheduler lends a policy for one decision. */
+export interface PlacementContext {
+  now: number;
+  /** The request's model's tree. */
+  tree: RadixTree;
+  /** The request matched against that tree, once per request. */
+  match: PrefixMatch;
+  timeModel(workerId: string): TimeModel;
+  /** Prefill work (ms) placed on the worker within the load window: Preble's L, prefill part. */
+  windowedPrefillMs(workerId: string): number;
+  /** Output tokens to expect from a request: median of recent outputs, else its max_tokens. */
+  expectedOutputTokens(request: PlacementRequest): number;
+  /** Requests placed on this model's workers within the window (Preble waits for history). */
+  placementsInWindow: number;
+}
+
+export interface RequestOutcome {
+  ok: boolean;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  /** Time to first token, ms, as the host saw it (queue + prefill). */
+  ttftMs: number;
 }
 
 /**
  * A placement policy (sglang's `select(workers, request)` shape). `place` gets only live
- * workers that serve the request's model and returns one of them, or undefined when the
- * list is empty. The optional hooks have no-op defaults.
+ * workers that serve the request's model, and returns one of them, or undefined when the
+ * list is empty. The hook has a no-op default.
  */
 export interface PlacementPolicy {
   readonly name: string;
-  place(request: PlacementRequest, candidates: readonly WorkerView[]): Placement | undefined;
+  place(request: PlacementRequest, candidates: readonly WorkerView[], context: PlacementContext): Placement | undefined;
   /** Called once for every placed request when it ends, successful or not. */
-  onRequestComplete?(workerId: string, request: PlacementRequest, outcome: { ok: boolean; cachedTokens: number }): void;
+  onRequestComplete?(placement: Placement, request: PlacementRequest, outcome: RequestOutcome, now: number): void;
 }
+
+/** What workers report about their KV cache; the global tree applies these exactly. */
+export type CacheEvent =
+  /** Slot `slot` of the worker now holds exactly `tokens` (what it held before is gone). */
+  | { type: "slot-holds"; workerId: string; slot: number; tokens: TokenIds }
+  /** The worker lost its whole cache (restart, crash). */
+  | { type: "worker-reset"; workerId: string };

@@ -4,9 +4,10 @@
 import type { PromptPreparer } from "../engine/prompt-preparer.js";
 import type { ChatTurn } from "../engine/prompt-protocol.js";
 import type { GenerationResult, SamplingParams } from "../engine/protocol.js";
-import type { PlacementPolicy, PlacementRequest } from "../scheduler/types.js";
+import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-scheduler.js";
+import type { Placement, PlacementRequest } from "../scheduler/types.js";
 import { ServingError } from "./errors.js";
-import type { Fleet, FleetWorker } from "./fleet.js";
+import type { Fleet } from "./fleet.js";
 
 export interface ChatJob {
   requestId: string;
@@ -17,6 +18,8 @@ export interface ChatJob {
   sampling: Omit<SamplingParams, "maxTokens">;
   /** Operator override: run on this worker id (header x-radixgate-worker), bypassing the policy. */
   pinnedWorkerId?: string;
+  /** x-session-id header or `user`: session pinning. */
+  sessionId?: string;
   signal?: AbortSignal;
 }
 
@@ -24,7 +27,7 @@ export interface ChatStart {
   workerId: string;
   promptTokens: number;
   cachedTokens: number;
-  placement: string;
+  placement: Placement;
 }
 
 export interface ChatHooks {
@@ -35,15 +38,16 @@ export interface ChatHooks {
 
 export interface ChatOutcome extends GenerationResult {
   workerId: string;
-  placement: string;
+  placement: Placement;
 }
 
 export class CompletionService {
   constructor(
     private readonly fleet: Fleet,
     private readonly preparer: PromptPreparer,
-    private readonly policy: PlacementPolicy,
+    private readonly scheduler: GlobalScheduler,
     private readonly defaultMaxTokens: number,
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   async chat(job: ChatJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
@@ -66,13 +70,21 @@ export class CompletionService {
       );
     }
     const maxTokens = Math.min(job.maxTokens ?? this.defaultMaxTokens, model.contextSize - tokens.length);
-    const request: PlacementRequest = { modelId: job.modelId, tokens, messageCount: job.messages.length };
-    const { worker, placement } = this.place(request, job.pinnedWorkerId);
-
-    let ok = false;
+    const request: PlacementRequest = {
+      modelId: job.modelId,
+      tokens,
+      messageCount: job.messages.length,
+      maxTokens,
+      ...(job.sessionId !== undefined ? { sessionId: job.sessionId } : {}),
+    };
+    const ticket = this.place(request, job.pinnedWorkerId);
+    const worker = this.fleet.get(ticket.workerId)!;
+    const placedAt = this.now();
+    let ttftMs: number | undefined;
     let cachedTokens = 0;
+    let result: GenerationResult | undefined;
     try {
-      const result = await worker.engine.generate(
+      result = await worker.engine.generate(
         job.requestId,
         tokens,
         { ...job.sampling, maxTokens },
@@ -80,39 +92,53 @@ export class CompletionService {
           signal: job.signal,
           onStarted: (event) => {
             cachedTokens = event.cachedTokens;
-            hooks.onStarted?.({ workerId: worker.engine.id, promptTokens: tokens.length, cachedTokens, placement });
+            // The worker's report: this slot now holds the prompt. The tree follows it exactly.
+            this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: event.slot, tokens });
+            hooks.onStarted?.({ workerId: ticket.workerId, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
           },
-          onText: hooks.onText,
+          onText: (text) => {
+            ttftMs ??= this.now() - placedAt;
+            hooks.onText?.(text);
+          },
         },
       );
-      ok = true;
-      return { ...result, workerId: worker.engine.id, placement };
+      return { ...result, workerId: ticket.workerId, placement: ticket.placement };
     } catch (error) {
-      throw new ServingError("worker_failed", `Worker ${worker.engine.id} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
+      throw new ServingError("worker_failed", `Worker ${ticket.workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
     } finally {
-      this.policy.onRequestComplete?.(worker.engine.id, request, { ok, cachedTokens });
+      this.scheduler.complete(ticket, {
+        ok: result !== undefined && result.finishReason !== "cancelled",
+        promptTokens: tokens.length,
+        cachedTokens,
+        completionTokens: result?.completionTokens ?? 0,
+        ttftMs: ttftMs ?? this.now() - placedAt,
+        ...(result ? { prefillMs: result.prefillMs, decodeMsPerToken: decodeMsPerToken(result) } : {}),
+      });
     }
   }
 
-  private place(request: PlacementRequest, pinnedWorkerId: string | undefined): { worker: FleetWorker; placement: string } {
+  private place(request: PlacementRequest, pinnedWorkerId: string | undefined): PlacementTicket {
     if (pinnedWorkerId !== undefined) {
       const worker = this.fleet.get(pinnedWorkerId);
       if (!worker || worker.modelId !== request.modelId) {
-        const ids = this.fleet.candidates(request.modelId).map((view) => view.id);
         throw new ServingError(
           "worker_not_found",
-          `x-radixgate-worker names "${pinnedWorkerId}", which is not a worker of model "${request.modelId}". Its workers: ${ids.join(", ") || "none"}.`,
+          `x-radixgate-worker names "${pinnedWorkerId}", which is not a worker of model "${request.modelId}". Its workers: ${this.fleet.workerIds(request.modelId).join(", ")}.`,
           "x-radixgate-worker",
         );
       }
-      if (!worker.alive) throw new ServingError("no_live_worker", `Worker ${pinnedWorkerId} is down; retry without x-radixgate-worker.`);
-      return { worker, placement: "pinned" };
     }
-    const decision = this.policy.place(request, this.fleet.candidates(request.modelId));
-    const worker = decision && this.fleet.get(decision.workerId);
-    if (!decision || !worker) {
-      throw new ServingError("no_live_worker", `No live worker serves model "${request.modelId}" right now; retry shortly.`);
+    const ticket = this.scheduler.place(request, pinnedWorkerId);
+    if (!ticket) {
+      const reason = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} is down; retry without x-radixgate-worker.` : `No live worker serves model "${request.modelId}" right now; retry shortly.`;
+      throw new ServingError("no_live_worker", reason);
     }
-    return { worker, placement: decision.reason };
+    return ticket;
   }
+}
+
+/** Decode speed of a finished generation: the time after the first token over the tokens after it. */
+function decodeMsPerToken(result: GenerationResult): number | undefined {
+  if (result.completionTokens < 2) return undefined;
+  return (result.totalMs - result.queueMs - result.prefillMs) / (result.completionTokens - 1);
 }

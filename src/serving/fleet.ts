@@ -1,9 +1,7 @@
-// Every worker of the box, for every configured model: starts them, knows which are alive,
-// and shows them to placement policies as plain WorkerViews.
+// Every worker of the box, for every configured model: starts them and finds them by id.
+// Whether a worker is alive, and what it holds, is the global scheduler's to know.
 import type { Config, ModelConfig } from "../config/schema.js";
 import { EngineWorker } from "../engine/engine-worker.js";
-import type { LoadResult } from "../engine/protocol.js";
-import type { WorkerView } from "../scheduler/types.js";
 
 export interface ServedModel {
   config: ModelConfig;
@@ -16,14 +14,17 @@ export interface ServedModel {
 export interface FleetWorker {
   engine: EngineWorker;
   modelId: string;
-  alive: boolean;
 }
 
 export class Fleet {
+  private readonly byId: Map<string, FleetWorker>;
+
   private constructor(
     readonly models: Map<string, ServedModel>,
     readonly workers: FleetWorker[],
-  ) {}
+  ) {
+    this.byId = new Map(workers.map((worker) => [worker.engine.id, worker]));
+  }
 
   /** Starts every worker of every model; resolves once all have loaded (fails if any fails). */
   static async start(config: Config, modelPaths: Map<string, string>): Promise<Fleet> {
@@ -39,7 +40,7 @@ export class Fleet {
           threads: model.threads,
           gpu: model.gpu,
         });
-        workers.push({ engine, modelId: model.id, alive: false });
+        workers.push({ engine, modelId: model.id });
       }
     }
     const loads = await Promise.allSettled(workers.map((worker) => worker.engine.start()));
@@ -52,32 +53,20 @@ export class Fleet {
     const models = new Map<string, ServedModel>();
     for (const model of config.models) {
       const first = workers.find((worker) => worker.modelId === model.id)!;
-      const info = first.engine.info as LoadResult;
-      models.set(model.id, { config: model, path: modelPaths.get(model.id)!, contextSize: info.contextSize, createdAt });
+      models.set(model.id, { config: model, path: modelPaths.get(model.id)!, contextSize: first.engine.info!.contextSize, createdAt });
     }
-    for (const worker of workers) worker.alive = true;
     return new Fleet(models, workers);
   }
 
   get(workerId: string): FleetWorker | undefined {
-    return this.workers.find((worker) => worker.engine.id === workerId);
+    return this.byId.get(workerId);
   }
 
-  /** Live workers serving `modelId`, as placement sees them. */
-  candidates(modelId: string): WorkerView[] {
-    return this.workers.filter((worker) => worker.alive && worker.modelId === modelId).map(toView);
-  }
-
-  views(): WorkerView[] {
-    return this.workers.map(toView);
+  workerIds(modelId: string): string[] {
+    return this.workers.filter((worker) => worker.modelId === modelId).map((worker) => worker.engine.id);
   }
 
   async close(): Promise<void> {
-    for (const worker of this.workers) worker.alive = false;
     await Promise.allSettled(this.workers.map((worker) => worker.engine.close()));
   }
-}
-
-function toView(worker: FleetWorker): WorkerView {
-  return { id: worker.engine.id, modelId: worker.modelId, alive: worker.alive, inFlight: worker.engine.inFlight };
 }

@@ -21,7 +21,9 @@ describe("parseConfig", () => {
     const config = parseConfig(minimal);
     expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8388608, logLevel: "info" });
     expect(config.models[0]).toMatchObject({ workers: 2, slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
-    expect(config.scheduler.policy).toBe("roundrobin");
+    expect(config.scheduler.policy).toBe("preble");
+    expect(config.scheduler.preble).toEqual({ rebalanceRatio: 1.5, historyPerWorker: 50, hotTtftRatio: 2, hotMinSamples: 3 });
+    expect(config.scheduler.cacheAware).toEqual({ balanceAbsThreshold: 64, balanceRelThreshold: 1.5, cacheThreshold: 0.3 });
   });
 
   it("names the path of an unknown key and lists the allowed ones", () => {
@@ -37,6 +39,11 @@ describe("parseConfig", () => {
     );
     expect(() => parseConfig({ ...minimal, server: { port: 70000 } })).toThrow(/server\.port: .*got 70000/);
     expect(() => parseConfig({ models: [{ id: "m", source: "preset:tiny", gpu: "cpu" }] })).toThrow(/models\[0\]\.gpu: .*false \| "auto" \| "cuda"/);
+  });
+
+  it("refuses an unknown policy from the file or the environment, listing the known ones", () => {
+    expect(() => parseConfig({ ...minimal, scheduler: { policy: "random" } })).toThrow(/scheduler\.policy: unknown policy "random"; available: preble, shape, cache-aware, roundrobin, affinity, least-load/);
+    expect(() => parseConfig(minimal, { RADIXGATE_POLICY: "fastest" })).toThrow(/env RADIXGATE_POLICY: unknown policy "fastest"/);
   });
 
   it("refuses a config without models and a repeated model id", () => {

@@ -10,6 +10,8 @@ import { SseStream } from "../sse.js";
 
 export const WORKER_HEADER = "x-radixgate-worker";
 export const CACHED_TOKENS_HEADER = "x-radixgate-cached-tokens";
+export const PLACEMENT_HEADER = "x-radixgate-placement";
+export const SESSION_HEADER = "x-session-id";
 
 export function chatCompletionsRoute(app: FastifyInstance, service: CompletionService): void {
   app.post("/v1/chat/completions", { schema: { body: ChatCompletionRequestSchema } }, async (request, reply) => {
@@ -29,10 +31,12 @@ export function chatCompletionsRoute(app: FastifyInstance, service: CompletionSe
         stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
       },
       pinnedWorkerId: headerValue(request, WORKER_HEADER),
+      sessionId: headerValue(request, SESSION_HEADER) ?? body.user,
       signal: abort.signal,
     };
     if (!body.stream) {
       const outcome = await service.chat(job);
+      logPlacement(request, outcome);
       return reply
         .headers(servedHeaders(outcome))
         .send(chatCompletion(header, outcome.text, outcome.finishReason, usage(outcome.promptTokens, outcome.cachedTokens, outcome.completionTokens)));
@@ -55,6 +59,7 @@ async function streamChat(
       // Headers go out only once a worker holds the request: errors before that (unknown
       // model, prompt too long, no worker) still get their proper HTTP status.
       onStarted: (start) => {
+        logPlacement(reply.request, start);
         sse.open(servedHeaders(start));
         sse.send(chatChunk(header, { role: "assistant", content: "" }, null));
       },
@@ -73,8 +78,18 @@ async function streamChat(
   }
 }
 
-function servedHeaders(start: Pick<ChatStart, "workerId" | "cachedTokens">): Record<string, string> {
-  return { [WORKER_HEADER]: start.workerId, [CACHED_TOKENS_HEADER]: String(start.cachedTokens) };
+function servedHeaders(start: Pick<ChatStart, "workerId" | "cachedTokens" | "placement">): Record<string, string> {
+  return {
+    [WORKER_HEADER]: start.workerId,
+    [CACHED_TOKENS_HEADER]: String(start.cachedTokens),
+    // Short form of the decision, e.g. "exploit;matched=1843".
+    [PLACEMENT_HEADER]: `${start.placement.reason};matched=${start.placement.matchedTokens}`,
+  };
+}
+
+/** The whole decision (policy, reason, matched tokens, worker, cost of each candidate), at debug level. */
+function logPlacement(request: FastifyRequest, start: Pick<ChatStart, "workerId" | "placement">): void {
+  request.log.debug({ worker: start.workerId, placement: start.placement }, "placed");
 }
 
 function toChatTurn(message: ChatMessage, index: number): ChatTurn {

@@ -1,19 +1,24 @@
-// GET /health — the process is up and how many workers are alive (200 while any is).
+// GET /health — the process is up and how its workers are (200 while any is alive).
 import type { FastifyInstance } from "fastify";
+import type { GlobalScheduler } from "../../scheduler/global-scheduler.js";
 import type { Fleet } from "../../serving/fleet.js";
 
-export function healthRoute(app: FastifyInstance, fleet: Fleet): void {
+export function healthRoute(app: FastifyInstance, fleet: Fleet, scheduler: GlobalScheduler): void {
   app.get("/health", async (_request, reply) => {
-    const workers = fleet.views();
+    const workers = scheduler.views();
     const alive = workers.filter((worker) => worker.alive).length;
     return reply.code(alive > 0 ? 200 : 503).send({
       status: alive > 0 ? "ok" : "no_live_worker",
-      workers: workers.map(({ id, modelId, alive, inFlight }) => ({
-        id,
-        model: modelId,
-        alive,
-        in_flight: inFlight,
-        finished: fleet.get(id)?.engine.finished,
+      policy: scheduler.policy.name,
+      workers: workers.map((worker) => ({
+        id: worker.id,
+        model: worker.modelId,
+        alive: worker.alive,
+        in_flight: worker.inFlight,
+        slots: worker.slots,
+        cached_tokens: worker.cachedTokens,
+        capacity_tokens: worker.capacityTokens,
+        finished: fleet.get(worker.id)?.engine.finished,
       })),
     });
   });

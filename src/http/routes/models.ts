@@ -11,7 +11,7 @@ export function modelsRoute(app: FastifyInstance, fleet: Fleet): void {
       created: model.createdAt,
       owned_by: "radixgate",
       context_length: model.contextSize,
-      workers: fleet.views().filter((worker) => worker.modelId === model.config.id).map((worker) => worker.id),
+      workers: fleet.workerIds(model.config.id),
     })),
   }));
 }

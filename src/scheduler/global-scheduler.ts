@@ -1,0 +1,273 @@
+// The global scheduler: one per box. It keeps one token radix tree per model (what each
+// worker holds in its KV cache, exact from the workers' slot reports, estimated from its
+// own placements until a report arrives), the per-worker load and time models, and the
+// sessions; it asks the configured policy where each request goes and books the result.
+//
+// Pure: no I/O, the clock is injected, so the server, the unit tests and the simulator run
+// this same code.
+import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
+import { RadixTree, type InFlightHandle } from "./radix-tree.js";
+import type { TimeModel } from "./time-model.js";
+import type { CacheEvent, Placement, PlacementContext, PlacementPolicy, PlacementRequest, RequestOutcome, WorkerView } from "./types.js";
+import { RecentMedian, WindowedSum } from "./windowed-sum.js";
+
+export interface SchedulerWorker {
+  id: string;
+  modelId: string;
+  slots: number;
+  /** KV capacity in tokens (slots x context size): the tree never claims more. */
+  capacityTokens: number;
+  timeModel: TimeModel;
+}
+
+export interface SchedulerOptions {
+  now: () => number;
+  /** Load and statistics window, ms (Preble's H: 180 000). */
+  windowMs: number;
+  /** Stick requests with a session id to the worker that served the session. */
+  sessionPinning: boolean;
+  /** A session is forgotten after this long without a request. */
+  sessionTtlMs: number;
+  /** A session's worker counts as overloaded (and is left) at this many requests in flight per slot. */
+  sessionOverloadPerSlot: number;
+}
+
+export const SCHEDULER_DEFAULTS: Omit<SchedulerOptions, "now"> = {
+  windowMs: 180_000,
+  sessionPinning: true,
+  sessionTtlMs: 30 * 60_000,
+  sessionOverloadPerSlot: 2,
+};
+
+/** A placed request, from placement to completion. Hand it back to `complete`. */
+export interface PlacementTicket {
+  readonly request: PlacementRequest;
+  readonly placement: Placement;
+  readonly workerId: string;
+  readonly placedAt: number;
+  /** Internal: the tree's in-flight handle. */
+  readonly inFlight: InFlightHandle;
+}
+
+interface WorkerState {
+  spec: SchedulerWorker;
+  alive: boolean;
+  inFlight: number;
+  /** What each slot holds, as last reported (exact mirror of the worker's sequences). */
+  slotTokens: TokenIds[];
+  prefillWindow: WindowedSum;
+}
+
+interface ModelState {
+  tree: RadixTree;
+  outputs: RecentMedian;
+  placements: WindowedSum;
+}
+
+export class GlobalScheduler {
+  private readonly workers = new Map<string, WorkerState>();
+  private readonly models = new Map<string, ModelState>();
+  private readonly sessions = new Map<string, { workerId: string; lastSeen: number }>();
+  private readonly options: SchedulerOptions;
+
+  constructor(
+    private policyImpl: PlacementPolicy,
+    options: Partial<SchedulerOptions> & { now: () => number },
+  ) {
+    this.options = { ...SCHEDULER_DEFAULTS, ...options };
+  }
+
+  get policy(): PlacementPolicy {
+    return this.policyImpl;
+  }
+
+  /** Swaps the policy (hot reload); requests in flight finish under the old one's books. */
+  setPolicy(policy: PlacementPolicy): void {
+    this.policyImpl = policy;
+  }
+
+  addWorker(spec: SchedulerWorker): void {
+    const model = this.model(spec.modelId);
+    model.tree.setCapacity(spec.id, spec.capacityTokens);
+    this.workers.set(spec.id, {
+      spec,
+      alive: true,
+      inFlight: 0,
+      slotTokens: Array.from({ length: spec.slots }, () => []),
+      prefillWindow: new WindowedSum(this.options.windowMs),
+    });
+  }
+
+  /** A worker that goes down is never chosen; its cache is forgotten (it restarts empty). */
+  setAlive(workerId: string, alive: boolean): void {
+    const worker = this.workers.get(workerId);
+    if (!worker || worker.alive === alive) return;
+    worker.alive = alive;
+    if (!alive) this.applyCacheEvent({ type: "worker-reset", workerId });
+  }
+
+  timeModel(workerId: string): TimeModel | undefined {
+    return this.workers.get(workerId)?.spec.timeModel;
+  }
+
+  /** The tree of one model (read-only use: metrics, tests). */
+  tree(modelId: string): RadixTree | undefined {
+    return this.models.get(modelId)?.tree;
+  }
+
+  /**
+   * Where the request goes, or undefined when no live worker serves its model. With
+   * `pinnedWorkerId` (an operator's override) the policy is skipped, but the placement is
+   * booked all the same, so the tree and the loads stay true.
+   */
+  place(request: PlacementRequest, pinnedWorkerId?: string): PlacementTicket | undefined {
+    const now = this.options.now();
+    const model = this.models.get(request.modelId);
+    if (!model) return undefined;
+    const match = model.tree.match(request.tokens);
+    const candidates: WorkerView[] = [];
+    for (const worker of this.workers.values()) {
+      if (!worker.alive || worker.spec.modelId !== request.modelId) continue;
+      candidates.push({
+        id: worker.spec.id,
+        modelId: worker.spec.modelId,
+        alive: true,
+        inFlight: worker.inFlight,
+        slots: worker.spec.slots,
+        matchedTokens: match.perWorker.get(worker.spec.id) ?? 0,
+      });
+    }
+    if (candidates.length === 0) return undefined;
+    if (pinnedWorkerId !== undefined) {
+      const pinned = candidates.find((worker) => worker.id === pinnedWorkerId);
+      return pinned && this.book(request, { workerId: pinned.id, reason: "pinned", matchedTokens: pinned.matchedTokens }, model, now);
+    }
+    const placement = this.sessionPlacement(request, candidates, match.longest, now) ?? this.policyImpl.place(request, candidates, this.context(model, match, now));
+    if (!placement) return undefined;
+    return this.book(request, placement, model, now);
+  }
+
+  /** The request ended (successfully or not): release its load and learn from it. */
+  complete(ticket: PlacementTicket, outcome: RequestOutcome & { prefillMs?: number; decodeMsPerToken?: number }): void {
+    const now = this.options.now();
+    const worker = this.workers.get(ticket.workerId);
+    const model = this.models.get(ticket.request.modelId);
+    model?.tree.removeInFlight(ticket.inFlight);
+    if (worker) {
+      worker.inFlight = Math.max(0, worker.inFlight - 1);
+      if (outcome.ok) {
+        const extend = outcome.promptTokens - outcome.cachedTokens;
+        if (outcome.prefillMs !== undefined && extend > 0) worker.spec.timeModel.observePrefill(extend, outcome.promptTokens, outcome.prefillMs);
+        if (outcome.decodeMsPerToken !== undefined && outcome.completionTokens > 1) {
+          worker.spec.timeModel.observeDecode(outcome.promptTokens + outcome.completionTokens / 2, outcome.decodeMsPerToken);
+        }
+      }
+    }
+    if (outcome.ok) model?.outputs.push(outcome.completionTokens);
+    this.policyImpl.onRequestComplete?.(ticket.placement, ticket.request, outcome, now);
+  }
+
+  /** Applies a worker's report about its KV cache; the tree then matches reality exactly. */
+  applyCacheEvent(event: CacheEvent): void {
+    const worker = this.workers.get(event.workerId);
+    if (!worker) return;
+    const tree = this.models.get(worker.spec.modelId)!.tree;
+    switch (event.type) {
+      case "worker-reset":
+        tree.dropWorker(event.workerId);
+        tree.setCapacity(event.workerId, worker.spec.capacityTokens);
+        worker.slotTokens = worker.slotTokens.map(() => []);
+        return;
+      case "slot-holds": {
+        const before = worker.slotTokens[event.slot] ?? [];
+        const kept = commonPrefixLength(before, event.tokens);
+        worker.slotTokens[event.slot] = event.tokens;
+        if (before.length > kept) {
+          // Drop what only the old content held: the branch after the shared part...
+          tree.evict(event.workerId, before.slice(0, kept + 1));
+          // ...then restore other slots that extended into that branch (rare: two slots
+          // sharing more than the new content does).
+          for (const [slot, tokens] of worker.slotTokens.entries()) {
+            if (slot !== event.slot && commonPrefixLength(tokens, before) > kept) tree.insert(event.workerId, tokens);
+          }
+        }
+        tree.insert(event.workerId, event.tokens);
+        return;
+      }
+      default:
+        event satisfies never;
+    }
+  }
+
+  /** Live view of every worker (for /health and metrics). */
+  views(): (WorkerView & { cachedTokens: number; capacityTokens: number })[] {
+    return [...this.workers.values()].map((worker) => ({
+      id: worker.spec.id,
+      modelId: worker.spec.modelId,
+      alive: worker.alive,
+      inFlight: worker.inFlight,
+      slots: worker.spec.slots,
+      matchedTokens: 0,
+      cachedTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),
+      capacityTokens: worker.spec.capacityTokens,
+    }));
+  }
+
+  private model(modelId: string): ModelState {
+    let model = this.models.get(modelId);
+    if (!model) {
+      // One tree per model: token ids of different tokenizers must never match each other.
+      model = {
+        tree: new RadixTree({ now: this.options.now, windowMs: this.options.windowMs }),
+        outputs: new RecentMedian(200),
+        placements: new WindowedSum(this.options.windowMs),
+      };
+      this.models.set(modelId, model);
+    }
+    return model;
+  }
+
+  private context(model: ModelState, match: PlacementContext["match"], now: number): PlacementContext {
+    return {
+      now,
+      tree: model.tree,
+      match,
+      timeModel: (workerId) => this.workers.get(workerId)!.spec.timeModel,
+      windowedPrefillMs: (workerId) => this.workers.get(workerId)?.prefillWindow.total(now) ?? 0,
+      expectedOutputTokens: (request) => model.outputs.median() ?? request.maxTokens ?? 256,
+      placementsInWindow: model.placements.total(now),
+    };
+  }
+
+  private sessionPlacement(request: PlacementRequest, candidates: readonly WorkerView[], matched: number, now: number): Placement | undefined {
+    if (!this.options.sessionPinning || request.sessionId === undefined) return undefined;
+    const session = this.sessions.get(request.sessionId);
+    if (!session || now - session.lastSeen > this.options.sessionTtlMs) return undefined;
+    const worker = candidates.find((candidate) => candidate.id === session.workerId);
+    if (!worker || worker.inFlight >= this.options.sessionOverloadPerSlot * worker.slots) return undefined;
+    return { workerId: worker.id, reason: "session", matchedTokens: matched };
+  }
+
+  private book(request: PlacementRequest, placement: Placement, model: ModelState, now: number): PlacementTicket {
+    const worker = this.workers.get(placement.workerId)!;
+    worker.inFlight++;
+    model.placements.add(now, 1);
+    const held = model.tree.heldLength(worker.spec.id, request.tokens);
+    worker.prefillWindow.add(now, worker.spec.timeModel.prefillMs(request.tokens.length - held, request.tokens.length));
+    // In flight first (records hit or miss per node), then the estimate: the worker will
+    // hold the prompt once it runs, so concurrent requests of the same prefix see it now.
+    const inFlight = model.tree.addInFlight(worker.spec.id, request.tokens);
+    model.tree.insert(worker.spec.id, request.tokens);
+    if (request.sessionId !== undefined && this.options.sessionPinning) {
+      this.sessions.set(request.sessionId, { workerId: worker.spec.id, lastSeen: now });
+      if (this.sessions.size > 100_000) this.forgetStaleSessions(now);
+    }
+    return { request, placement, workerId: worker.spec.id, placedAt: now, inFlight };
+  }
+
+  private forgetStaleSessions(now: number): void {
+    for (const [id, session] of this.sessions) {
+      if (now - session.lastSeen > this.options.sessionTtlMs) this.sessions.delete(id);
+    }
+  }
+}

@@ -1,0 +1,67 @@
+// A sum over a sliding time window, in a ring of buckets (exact to one bucket): cheap enough
+// to update on every placement. Preble prices load over a window H of 3 minutes.
+export class WindowedSum {
+  private readonly sums: Float64Array;
+  private readonly stamps: Float64Array;
+  private readonly bucketMs: number;
+
+  constructor(
+    readonly windowMs: number,
+    buckets = 12,
+  ) {
+    this.bucketMs = windowMs / buckets;
+    this.sums = new Float64Array(buckets);
+    this.stamps = new Float64Array(buckets).fill(-1);
+  }
+
+  add(now: number, value: number): void {
+    const bucket = Math.floor(now / this.bucketMs);
+    const slot = bucket % this.sums.length;
+    if (this.stamps[slot] !== bucket) {
+      this.stamps[slot] = bucket;
+      this.sums[slot] = 0;
+    }
+    this.sums[slot]! += value;
+  }
+
+  total(now: number): number {
+    const newest = Math.floor(now / this.bucketMs);
+    const oldest = newest - this.sums.length + 1;
+    let sum = 0;
+    for (let slot = 0; slot < this.sums.length; slot++) {
+      const stamp = this.stamps[slot]!;
+      if (stamp >= oldest && stamp <= newest) sum += this.sums[slot]!;
+    }
+    return sum;
+  }
+}
+
+/** The median of the last `capacity` values (Preble: output length = median of the last 200). */
+export class RecentMedian {
+  private readonly values: number[] = [];
+  private next = 0;
+  private cached: number | undefined;
+
+  constructor(private readonly capacity = 200) {}
+
+  get count(): number {
+    return this.values.length;
+  }
+
+  push(value: number): void {
+    if (this.values.length < this.capacity) this.values.push(value);
+    else this.values[this.next] = value;
+    this.next = (this.next + 1) % this.capacity;
+    this.cached = undefined;
+  }
+
+  /** undefined until a value was pushed. */
+  median(): number | undefined {
+    if (this.values.length === 0) return undefined;
+    if (this.cached === undefined) {
+      const sorted = [...this.values].sort((a, b) => a - b);
+      this.cached = sorted[Math.floor(sorted.length / 2)]!;
+    }
+    return this.cached;
+  }
+}

@@ -1,0 +1,752 @@
+import { mulberry32 } from "../../src/common/random.js";
+import { describe, it, expect } from "vitest";
+import { commonPrefixLength } from "../../src/common/tokens.js";
+import { RadixTree, type EvictedEntry, type InFlightHandle } from "../../src/scheduler/radix-tree.js";
+
+function manualClock(start = 0): { now: () => number; set: (t: number) => void; advance: (ms: number) => void } {
+  let t = start;
+  return {
+    now: () => t,
+    set: (v) => {
+      t = v;
+    },
+    advance: (ms) => {
+      t += ms;
+    },
+  };
+}
+
+function range(from: number, to: number): number[] {
+  const out: number[] = [];
+  for (let i = from; i < to; i++) out.push(i);
+  return out;
+}
+
+/** [contextLength, tokens] of each entry, for compact comparisons. */
+function shape(evicted: readonly EvictedEntry[]): [number, number][] {
+  return evicted.map((e) => [e.contextLength, e.tokens]);
+}
+
+describe("RadixTree basics", () => {
+  it("matches what a worker inserted, per worker and overall", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    const r = tree.insert("w0", [1, 2, 3, 4]);
+    expect(r).toEqual({ held: 4, added: 4, evicted: [] });
+    expect(tree.cachedTokens("w0")).toBe(4);
+
+    const full = tree.match([1, 2, 3, 4, 5, 6]);
+    expect(full.longest).toBe(4);
+    expect(full.matchedTokens).toBe(4);
+    expect(full.perWorker.get("w0")).toBe(4);
+    expect(full.path.map((n) => n.contextLength)).toEqual([4]);
+
+    const partial = tree.match([1, 2, 9]);
+    expect(partial.longest).toBe(2);
+    expect(partial.perWorker.get("w0")).toBe(2);
+    expect(partial.path[0]?.contextLength).toBe(4); // matched in part
+
+    const none = tree.match([7, 1, 2]);
+    expect(none.longest).toBe(0);
+    expect(none.perWorker.size).toBe(0);
+    expect(none.path).toEqual([]);
+    expect(tree.match([]).longest).toBe(0);
+    expect(tree.heldLength("w0", [1, 2, 3])).toBe(3);
+    expect(tree.heldLength("other", [1, 2, 3])).toBe(0);
+  });
+
+  it("splits a node where two prompts diverge and keeps context lengths", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.insert("a", [1, 2, 3, 4, 5]);
+    tree.insert("b", [1, 2, 3, 8, 9, 10]);
+    expect(tree.nodeCount).toBe(3);
+    expect(tree.tokenCount).toBe(8);
+
+    const m = tree.match([1, 2, 3, 8, 9, 10, 11]);
+    expect(m.path.map((n) => [n.startLength, n.contextLength])).toEqual([
+      [0, 3],
+      [3, 6],
+    ]);
+    expect(m.path[0]!.cachedWorkers().sort()).toEqual(["a", "b"]);
+    expect(m.path[1]!.cachedWorkers()).toEqual(["b"]);
+    expect(m.path[1]!.segmentTokens()).toEqual([8, 9, 10]);
+    expect(m.path[1]!.prefix()).toEqual([1, 2, 3, 8, 9, 10]);
+    expect(m.perWorker.get("a")).toBe(3);
+    expect(m.perWorker.get("b")).toBe(6);
+    expect(m.longest).toBe(6);
+    expect(tree.match([1, 2, 3, 4, 5]).perWorker.get("a")).toBe(5);
+
+    // A prompt ending inside a node splits it too.
+    tree.insert("c", [1, 2]);
+    expect(tree.nodeCount).toBe(4);
+    expect(tree.match([1, 2, 3]).path.map((n) => n.contextLength)).toEqual([2, 3]);
+    expect(tree.match([1, 2, 3]).perWorker.get("c")).toBe(2);
+  });
+
+  it("accounts shared prefixes once per worker that holds them", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.insert("a", range(0, 100));
+    tree.insert("a", [...range(0, 50), ...range(500, 520)]);
+    tree.insert("b", range(0, 60));
+    expect(tree.cachedTokens("a")).toBe(120);
+    expect(tree.cachedTokens("b")).toBe(60);
+    expect(tree.tokenCount).toBe(120);
+    // Re-inserting what is held adds nothing.
+    expect(tree.insert("b", range(0, 30)).added).toBe(0);
+    expect(tree.cachedTokens("b")).toBe(60);
+    expect(tree.cachedTokens("nobody")).toBe(0);
+  });
+
+  it("refuses token ids that are not 32-bit integers, before changing anything", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.setCapacity("w", 4);
+    tree.insert("w", [1, 2, 3, 4]);
+    for (const bad of [1.5, 2 ** 31, -(2 ** 31) - 1, Number.NaN]) {
+      expect(() => tree.insert("w", [5, bad])).toThrow(RangeError);
+      expect(() => tree.addInFlight("w", [1, 2, bad])).toThrow(RangeError);
+      expect(tree.match([1, 2, 3, bad]).longest).toBe(3);
+    }
+    expect(tree.cachedTokens("w")).toBe(4);
+    expect(tree.tokenCount).toBe(4);
+    tree.insert("w", [-5, 2 ** 31 - 1]); // negative and extreme int32 ids are fine
+    expect(tree.match([-5, 2 ** 31 - 1]).longest).toBe(2);
+  });
+
+  it("rejects a bad capacity and bad window settings", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    expect(() => tree.setCapacity("a", -1)).toThrow(RangeError);
+    expect(() => tree.setCapacity("a", 1.5)).toThrow(RangeError);
+    expect(() => tree.setCapacity("a", Number.NaN)).toThrow(RangeError);
+    expect(() => new RadixTree({ now: () => 0, windowMs: 0 })).toThrow(RangeError);
+    expect(() => new RadixTree({ now: () => 0, windowBuckets: 0 })).toThrow(RangeError);
+    tree.setCapacity("a", Number.POSITIVE_INFINITY);
+    expect(tree.capacity("a")).toBe(Number.POSITIVE_INFINITY);
+  });
+});
+
+describe("RadixTree capacity and LRU eviction", () => {
+  it("evicts the least recently used entry of that worker only", () => {
+    const clock = manualClock();
+    const seen: [string, [number, number][]][] = [];
+    const tree = new RadixTree({ now: clock.now, onEvict: (w, ev) => seen.push([w, shape(ev)]) });
+    tree.setCapacity("w", 10);
+    tree.insert("other", range(200, 205)); // unbounded worker, must not be touched
+    clock.set(1);
+    tree.insert("w", range(0, 5)); // A
+    clock.set(2);
+    tree.insert("w", range(100, 105)); // B
+    clock.set(3);
+    tree.removeInFlight(tree.addInFlight("w", range(0, 5))); // A used again
+    clock.set(4);
+    const r = tree.insert("w", range(300, 305)); // C needs 5
+    expect(shape(r.evicted)).toEqual([[5, 5]]);
+    expect(r.evicted[0]!.node.prefix()).toEqual(range(100, 105));
+    expect(r.evicted[0]!.lastAccess).toBe(2);
+    expect(r.evicted[0]!.node.attached).toBe(false);
+    expect(seen).toEqual([["w", [[5, 5]]]]);
+    expect(tree.heldLength("w", range(0, 5))).toBe(5);
+    expect(tree.heldLength("w", range(100, 105))).toBe(0);
+    expect(tree.heldLength("w", range(300, 305))).toBe(5);
+    expect(tree.cachedTokens("w")).toBe(10);
+    expect(tree.cachedTokens("other")).toBe(5);
+  });
+
+  it("evicts leaf-most: a child before its (equally or more recent) parent, and stops once it fits", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    tree.setCapacity("w", 9);
+    clock.set(1);
+    tree.insert("w", [1, 2, 3, 4, 5, 6]);
+    clock.set(2);
+    tree.insert("w", [1, 2, 3, 7]); // splits: [1,2,3] + [4,5,6] + [7]
+    clock.set(3);
+    const r = tree.insert("w", [9, 9, 9]); // needs 3, holds 7 of 9
+    // [4,5,6] (t=1) is the oldest leaf; it alone frees enough.
+    expect(shape(r.evicted)).toEqual([[6, 3]]);
+    expect(tree.cachedTokens("w")).toBe(7);
+    clock.set(4);
+    // Needs 5, 2 free: [7] (t=2) goes, then its parent [1,2,3] (t=2, a leaf only now),
+    // which is enough; [9,9,9] (t=3) stays.
+    const r2 = tree.insert("w", [8, 8, 8, 8, 8]);
+    expect(shape(r2.evicted)).toEqual([
+      [4, 1],
+      [3, 3],
+    ]);
+    expect(r2.evicted.map((e) => e.node.prefix())).toEqual([[1, 2, 3, 7], [1, 2, 3]]);
+    expect(tree.cachedTokens("w")).toBe(8);
+    expect(tree.heldLength("w", [9, 9, 9])).toBe(3);
+  });
+
+  it("never evicts a node with requests in flight on that worker", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    tree.setCapacity("w", 10);
+    clock.set(1);
+    tree.insert("w", range(0, 5)); // A, oldest
+    clock.set(2);
+    tree.insert("w", range(10, 15)); // B
+    clock.set(3);
+    const handle = tree.addInFlight("w", range(0, 5)); // A in flight (and touched)
+    clock.set(4);
+    tree.insert("w", range(20, 25)); // needs 5: B (t=2) is the LRU entry now
+    expect(tree.heldLength("w", range(0, 5))).toBe(5);
+    expect(tree.heldLength("w", range(10, 15))).toBe(0);
+
+    // Make A the LRU entry again, still in flight: C (t=4) must go instead.
+    clock.set(5);
+    tree.insert("w", range(30, 35)); // evicts C
+    expect(tree.heldLength("w", range(20, 25))).toBe(0);
+    expect(tree.heldLength("w", range(0, 5))).toBe(5);
+
+    // Everything else in flight too: a new prompt can only be held in part (nothing fits).
+    const h2 = tree.addInFlight("w", range(30, 35));
+    clock.set(6);
+    const blocked = tree.insert("w", range(40, 46));
+    expect(blocked).toEqual({ held: 0, added: 0, evicted: [] });
+    expect(tree.cachedTokens("w")).toBe(10);
+
+    // Once A's request ends, A (the LRU one) can go.
+    expect(tree.removeInFlight(handle)).toBe(true);
+    const r = tree.insert("w", range(40, 46));
+    expect(r.evicted.map((e) => e.node.prefix())).toEqual([range(0, 5)]);
+    expect(r.held).toBe(5); // 5 free after evicting A, 6 wanted: only the prefix that fits
+    expect(tree.cachedTokens("w")).toBe(10);
+    expect(tree.removeInFlight(h2)).toBe(true);
+  });
+
+  it("does not evict the prompt's own cached prefix to make room for its suffix", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    tree.setCapacity("w", 8);
+    clock.set(1);
+    tree.insert("w", [1, 2, 3, 4]); // the prompt's prefix, the oldest entry
+    clock.set(2);
+    tree.insert("w", [7, 7]);
+    clock.set(3);
+    const r = tree.insert("w", [1, 2, 3, 4, 5, 6, 7, 8]); // needs 4, 2 free
+    expect(r.evicted.map((e) => e.node.prefix())).toEqual([[7, 7]]);
+    expect(r.held).toBe(8);
+    expect(tree.cachedTokens("w")).toBe(8);
+  });
+
+  it("simulateEviction predicts insert exactly and changes nothing", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    tree.setCapacity("w", 12);
+    for (let i = 0; i < 4; i++) {
+      clock.set(i + 1);
+      tree.insert("w", [i, i, i]);
+    }
+    clock.set(10);
+    const prompt = [2, 2, 2, 5, 5, 5, 5];
+    const need = prompt.length - tree.heldLength("w", prompt);
+    expect(need).toBe(4);
+    const before = { nodes: tree.nodeCount, tokens: tree.tokenCount, cached: tree.cachedTokens("w") };
+    const sim = tree.simulateEviction("w", need, prompt);
+    const simAgain = tree.simulateEviction("w", need, prompt);
+    expect({ nodes: tree.nodeCount, tokens: tree.tokenCount, cached: tree.cachedTokens("w") }).toEqual(before);
+    expect(sim.map((e) => e.node.prefix())).toEqual([
+      [0, 0, 0],
+      [1, 1, 1],
+    ]);
+    expect(shape(simAgain)).toEqual(shape(sim));
+    // Without protecting the prompt, its own prefix [2,2,2] is fair game (older than [3,3,3]).
+    expect(tree.simulateEviction("w", 7).map((e) => e.node.prefix())).toEqual([
+      [0, 0, 0],
+      [1, 1, 1],
+      [2, 2, 2],
+    ]);
+    expect(tree.simulateEviction("w", 0)).toEqual([]);
+    expect(tree.simulateEviction("unknown", 100)).toEqual([]);
+    const m = tree.match(prompt);
+    expect(tree.simulateEviction("w", need, m).map((e) => e.node.id)).toEqual(sim.map((e) => e.node.id));
+    const r = tree.insert("w", prompt);
+    expect(r.evicted.map((e) => e.node.id)).toEqual(sim.map((e) => e.node.id));
+    // A match whose path was split since is refused rather than trusted; growth below the
+    // path (the insert added a child to [2,2,2]) leaves it valid.
+    expect(() => tree.simulateEviction("w", 1, m)).not.toThrow();
+    tree.insert("x", [2, 2]); // splits [2,2,2]
+    expect(() => tree.simulateEviction("w", 1, m)).toThrow(/stale/);
+  });
+
+  it("keeps exact LRU order through many touches (stale heap entries, compaction)", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    const rnd = mulberry32(7);
+    const lastUse = new Map<number, number>();
+    for (let i = 0; i < 10; i++) {
+      clock.set(i);
+      tree.insert("w", [i, i, i]);
+      lastUse.set(i, i);
+    }
+    for (let round = 0; round < 2000; round++) {
+      clock.set(10 + round);
+      const i = 3 + Math.floor(rnd() * 7); // 0..2 stay untouched, the oldest
+      if (round % 2 === 0) tree.insert("w", [i, i, i]);
+      else tree.removeInFlight(tree.addInFlight("w", [i, i, i, 50 + i]));
+      lastUse.set(i, 10 + round);
+    }
+    const expected = [...lastUse.entries()].sort((a, b) => a[1] - b[1]).map(([i]) => [i, i, i]);
+    tree.setCapacity("w", 30);
+    expect(tree.simulateEviction("w", 30).map((e) => e.node.prefix())).toEqual(expected);
+    expect(tree.setCapacity("w", 0).map((e) => e.node.prefix())).toEqual(expected);
+    expect(tree.nodeCount).toBe(0);
+  });
+
+  it("evicts a node once even when it was touched twice at the same instant", () => {
+    const clock = manualClock(5);
+    const tree = new RadixTree({ now: clock.now });
+    tree.insert("w", [1, 1]);
+    tree.insert("w", [1, 1]);
+    tree.removeInFlight(tree.addInFlight("w", [1, 1]));
+    clock.set(6);
+    tree.insert("w", [2, 2]);
+    tree.setCapacity("w", 4);
+    const sim = tree.simulateEviction("w", 4);
+    expect(sim.map((e) => e.node.prefix())).toEqual([
+      [1, 1],
+      [2, 2],
+    ]);
+    expect(tree.setCapacity("w", 0).map((e) => e.node.prefix())).toEqual([
+      [1, 1],
+      [2, 2],
+    ]);
+  });
+
+  it("lowering a capacity evicts LRU entries at once, keeping in-flight ones", () => {
+    const clock = manualClock();
+    const calls: number[] = [];
+    const tree = new RadixTree({ now: clock.now, onEvict: (_w, ev) => calls.push(ev.length) });
+    for (let i = 0; i < 5; i++) {
+      clock.set(i);
+      tree.insert("w", [i, i]);
+    }
+    const h = tree.addInFlight("w", [0, 0]);
+    expect(tree.setCapacity("w", 20)).toEqual([]);
+    const ev = tree.setCapacity("w", 4);
+    expect(ev.map((e) => e.node.prefix())).toEqual([
+      [1, 1],
+      [2, 2],
+      [3, 3],
+    ]);
+    expect(calls).toEqual([3]);
+    expect(tree.cachedTokens("w")).toBe(4);
+    const stuck = tree.setCapacity("w", 1); // [4,4] goes, [0,0] is in flight
+    expect(stuck.map((e) => e.node.prefix())).toEqual([[4, 4]]);
+    expect(tree.cachedTokens("w")).toBe(2);
+    expect(tree.insert("w", [9]).held).toBe(0); // over capacity: nothing new is recorded
+    expect(tree.cachedTokens("w")).toBe(2);
+    tree.removeInFlight(h);
+    const r = tree.insert("w", [9]);
+    expect(r.evicted.map((e) => e.node.prefix())).toEqual([[0, 0]]);
+    expect(r.held).toBe(1);
+    expect(tree.cachedTokens("w")).toBe(1);
+  });
+});
+
+describe("RadixTree explicit eviction, dropWorker and pruning", () => {
+  it("evict(worker, tokens) drops that prefix length and everything extending it", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.insert("a", [1, 2, 3, 4, 5]);
+    tree.insert("a", [1, 2, 3, 6]);
+    tree.insert("b", [1, 2, 3, 4, 5]);
+    expect(tree.evict("a", [1, 2, 3, 4])).toBe(2); // [4,5] gone for a, split nowhere else
+    expect(tree.heldLength("a", [1, 2, 3, 4, 5])).toBe(3);
+    expect(tree.heldLength("a", [1, 2, 3, 6])).toBe(4);
+    expect(tree.heldLength("b", [1, 2, 3, 4, 5])).toBe(5);
+    expect(tree.evict("a", [1, 2])).toBe(3); // mid-node: cut between 1 and 2
+    expect(tree.heldLength("a", [1, 2, 3, 6])).toBe(1);
+    expect(tree.cachedTokens("a")).toBe(1);
+    expect(tree.evict("a", [7])).toBe(0);
+    expect(tree.evict("a", [1, 9])).toBe(0);
+    expect(tree.evict("zzz", [1])).toBe(0);
+    expect(tree.evict("a", [])).toBe(1);
+    expect(tree.cachedTokens("a")).toBe(0);
+    expect(tree.tokenCount).toBe(5); // [1,2,3,6] pruned, b's path stays
+  });
+
+  it("prunes nodes nobody holds or has in flight", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    tree.insert("a", range(0, 10));
+    tree.insert("b", [...range(0, 5), 42, 43]);
+    const h = tree.addInFlight("c", [7, 8, 9]); // uncached path, alive while in flight
+    expect(tree.tokenCount).toBe(15);
+    expect(tree.match([7, 8, 9]).path[0]?.inFlight("c")).toBe(1);
+    expect(tree.match([7, 8, 9]).longest).toBe(0);
+    expect(tree.removeInFlight(h)).toBe(true);
+    expect(tree.removeInFlight(h)).toBe(false);
+    expect(h.released).toBe(true);
+    expect(tree.tokenCount).toBe(12);
+    tree.evict("b", []);
+    expect(tree.tokenCount).toBe(10);
+    tree.setCapacity("a", 0);
+    expect(tree.cachedTokens("a")).toBe(0);
+    expect(tree.nodeCount).toBe(0);
+    expect(tree.tokenCount).toBe(0);
+  });
+
+  it("dropWorker forgets the worker, prunes its nodes and voids its handles", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.insert("a", range(0, 10));
+    tree.insert("b", range(0, 4));
+    tree.setCapacity("a", 50);
+    const ha = tree.addInFlight("a", [...range(0, 10), 99]);
+    const hb = tree.addInFlight("b", range(0, 3));
+    expect(tree.dropWorker("a")).toBe(10);
+    expect(tree.dropWorker("a")).toBe(0);
+    expect(tree.workerIds()).toEqual(["b"]);
+    expect(tree.capacity("a")).toBe(Number.POSITIVE_INFINITY);
+    expect(tree.cachedTokens("a")).toBe(0);
+    expect(tree.match(range(0, 10)).perWorker.get("a")).toBeUndefined();
+    expect(tree.tokenCount).toBe(4);
+    expect(tree.removeInFlight(ha)).toBe(false);
+    // A worker re-registered under the same id does not inherit old handles.
+    tree.insert("a", range(0, 2));
+    const again = tree.addInFlight("a", range(0, 2));
+    expect(tree.removeInFlight(ha)).toBe(false);
+    expect(tree.match(range(0, 2)).path[0]?.inFlight("a")).toBe(1);
+    expect(tree.removeInFlight(again)).toBe(true);
+    expect(tree.removeInFlight(hb)).toBe(true);
+    tree.dropWorker("b");
+    tree.dropWorker("a");
+    expect(tree.nodeCount).toBe(0);
+    expect(tree.tokenCount).toBe(0);
+  });
+
+  it("a handle from another tree is refused", () => {
+    const t1 = new RadixTree({ now: () => 0 });
+    const t2 = new RadixTree({ now: () => 0 });
+    const h = t1.addInFlight("w", [1, 2]);
+    t2.addInFlight("w", [1, 2]);
+    expect(t2.removeInFlight(h)).toBe(false);
+    expect(t2.match([1, 2]).path[0]?.inFlight("w")).toBe(1);
+  });
+});
+
+describe("RadixTree in-flight counts and window statistics", () => {
+  it("counts requests and hits per node over a sliding window", () => {
+    const clock = manualClock(0);
+    const tree = new RadixTree({ now: clock.now, windowMs: 1000, windowBuckets: 10 });
+    tree.insert("a", [1, 2, 3]);
+    const h1 = tree.addInFlight("a", [1, 2, 3, 4, 5]); // hit on [1,2,3], miss on [4,5]
+    clock.set(450);
+    const h2 = tree.addInFlight("b", [1, 2, 3]); // miss on [1,2,3] (b holds nothing)
+    const m = tree.match([1, 2, 3, 4, 5]);
+    const [head, tail] = m.path;
+    expect(m.longest).toBe(3);
+    expect(head!.requestsInWindow()).toBe(2);
+    expect(head!.hitsInWindow()).toBe(1);
+    expect(tail!.requestsInWindow()).toBe(1);
+    expect(tail!.hitsInWindow()).toBe(0);
+    expect(head!.inFlight("a")).toBe(1);
+    expect(head!.inFlight("b")).toBe(1);
+    expect(head!.inFlightTotal).toBe(2);
+    expect(tail!.inFlight("b")).toBe(0);
+    expect(head!.lastAccess("a")).toBe(0);
+    expect(head!.cachedWorkerCount).toBe(1);
+
+    clock.set(1050); // the bucket of t=0 has left the window, t=450 is in
+    expect(head!.requestsInWindow()).toBe(1);
+    expect(head!.hitsInWindow()).toBe(0);
+    expect(tail!.requestsInWindow()).toBe(0);
+    clock.set(1500);
+    expect(head!.requestsInWindow()).toBe(0);
+    tree.removeInFlight(h1);
+    tree.removeInFlight(h2);
+    expect(tree.match([1, 2, 3, 4, 5]).path.length).toBe(1); // [4,5] pruned
+    expect(head!.inFlightTotal).toBe(0);
+  });
+
+  it("a split copies in-flight counts and stats to both halves, and release still works", () => {
+    const clock = manualClock(100);
+    const tree = new RadixTree({ now: clock.now });
+    const h = tree.addInFlight("w", [1, 2, 3, 4, 5, 6]);
+    tree.insert("v", [1, 2, 3, 9]);
+    const path = tree.match([1, 2, 3, 4, 5, 6]).path;
+    expect(path.map((n) => n.contextLength)).toEqual([3, 6]);
+    expect(path.map((n) => n.inFlight("w"))).toEqual([1, 1]);
+    expect(path.map((n) => n.requestsInWindow())).toEqual([1, 1]);
+    expect(tree.removeInFlight(h)).toBe(true);
+    expect(tree.match([1, 2, 3, 4, 5, 6]).path.map((n) => n.contextLength)).toEqual([3]);
+    expect(tree.match([1, 2, 3]).path[0]?.inFlight("w")).toBe(0);
+    expect(tree.tokenCount).toBe(4);
+  });
+
+  it("addInFlight touches the worker's cached path (LRU)", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    tree.setCapacity("w", 4);
+    clock.set(1);
+    tree.insert("w", [1, 1]);
+    clock.set(2);
+    tree.insert("w", [2, 2]);
+    clock.set(3);
+    tree.removeInFlight(tree.addInFlight("w", [1, 1, 5])); // touches [1,1]
+    expect(tree.match([1, 1]).path[0]?.lastAccess("w")).toBe(3);
+    clock.set(4);
+    expect(tree.insert("w", [3, 3]).evicted.map((e) => e.node.prefix())).toEqual([[2, 2]]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// Property test against a naive reference: per worker, every cached prefix as a string key
+// with its last access time, per worker in-flight counts per prefix.
+
+
+const key = (tokens: readonly number[], len: number): string => tokens.slice(0, len).join(",");
+
+interface RefEntry {
+  tokens: number[];
+  t: number;
+}
+
+class Reference {
+  readonly held = new Map<string, Map<string, RefEntry>>();
+  readonly inflight = new Map<string, Map<string, number>>();
+  readonly caps = new Map<string, number>();
+
+  heldOf(w: string): Map<string, RefEntry> {
+    let m = this.held.get(w);
+    if (!m) this.held.set(w, (m = new Map()));
+    return m;
+  }
+
+  cap(w: string): number {
+    return this.caps.get(w) ?? Number.POSITIVE_INFINITY;
+  }
+
+  inflightOf(w: string, k: string): number {
+    return this.inflight.get(w)?.get(k) ?? 0;
+  }
+
+  heldLen(w: string, seq: readonly number[], held = this.heldOf(w)): number {
+    let i = 0;
+    while (i < seq.length && held.has(key(seq, i + 1))) i++;
+    return i;
+  }
+
+  touch(w: string, seq: readonly number[], len: number, t: number): void {
+    const held = this.heldOf(w);
+    for (let i = 1; i <= len; i++) held.set(key(seq, i), { tokens: seq.slice(0, i), t });
+  }
+
+  removeRange(held: Map<string, RefEntry>, prefix: readonly number[], start: number, end: number): void {
+    for (let l = start + 1; l <= end; l++) held.delete(key(prefix, l));
+  }
+
+  /** Every token stored in some form (cached or in flight) by any worker. */
+  liveKeys(): Set<string> {
+    const out = new Set<string>();
+    for (const m of this.held.values()) for (const k of m.keys()) out.add(k);
+    for (const m of this.inflight.values()) for (const [k, c] of m) if (c > 0) out.add(k);
+    return out;
+  }
+}
+
+function leaves(held: Map<string, RefEntry>): RefEntry[] {
+  const parents = new Set<string>();
+  for (const e of held.values()) parents.add(key(e.tokens, e.tokens.length - 1));
+  return [...held.entries()].filter(([k]) => !parents.has(k)).map(([, e]) => e);
+}
+
+/**
+ * Checks an eviction plan step by step against the reference: each entry is a held range of
+ * the worker, a leaf of its cache, not in flight, not on the protected prompt's cached path,
+ * the least recently used of all such leaves; it stops as soon as `need` fits, and only
+ * stops early when nothing evictable is left.
+ */
+function checkPlan(
+  tree: RadixTree,
+  ref: Reference,
+  w: string,
+  need: number,
+  protect: readonly number[] | null,
+  plan: readonly EvictedEntry[],
+): void {
+  const held = new Map(ref.heldOf(w));
+  const cap = ref.cap(w);
+  const evictable = (e: RefEntry): boolean => {
+    if (ref.inflightOf(w, key(e.tokens, e.tokens.length)) > 0) return false;
+    if (protect === null) return true;
+    const last = tree.match(e.tokens).path.at(-1)!;
+    expect(last.contextLength).toBe(e.tokens.length); // held prefixes end on node boundaries
+    return commonPrefixLength(e.tokens, protect) <= last.startLength;
+  };
+  for (const entry of plan) {
+    expect(held.size + need).toBeGreaterThan(cap);
+    expect(entry.workerId).toBe(w);
+    const prefix = entry.node.prefix();
+    const end = entry.contextLength;
+    const start = end - entry.tokens;
+    expect(prefix.length).toBe(end);
+    expect(entry.tokens).toBeGreaterThan(0);
+    const leaf = held.get(key(prefix, end));
+    expect(leaf).toBeDefined();
+    for (let l = start + 1; l <= end; l++) expect(held.get(key(prefix, l))?.t).toBe(leaf!.t);
+    expect(entry.lastAccess).toBe(leaf!.t);
+    const candidates = leaves(held).filter(evictable);
+    expect(candidates.map((c) => key(c.tokens, c.tokens.length))).toContain(key(prefix, end));
+    expect(leaf!.t).toBe(Math.min(...candidates.map((c) => c.t)));
+    ref.removeRange(held, prefix, start, end);
+  }
+  if (held.size + need > cap) expect(leaves(held).filter(evictable)).toEqual([]);
+}
+
+function runProperty(seed: number, ops: number): void {
+  const rnd = mulberry32(seed);
+  const int = (n: number): number => Math.floor(rnd() * n);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
+  let now = 0;
+  const tree = new RadixTree({ now: () => now });
+  const ref = new Reference();
+  const workers = ["a", "b", "c"];
+  const vocab = 2 + int(3);
+  const baseCaps = [8 + int(20), 20 + int(30), Number.POSITIVE_INFINITY];
+  workers.forEach((w, i) => {
+    tree.setCapacity(w, baseCaps[i]!);
+    ref.caps.set(w, baseCaps[i]!);
+  });
+  /** Highest cachedTokens allowed: the capacity, unless a lowered capacity was blocked by
+   *  in-flight entries (then it may only shrink towards the capacity). */
+  const ceiling = new Map(workers.map((w) => [w, ref.cap(w)]));
+
+  const pool: number[][] = [];
+  const randomSeq = (): number[] => {
+    if (pool.length > 0 && rnd() < 0.75) {
+      const base = pick(pool);
+      const cut = int(base.length + 1);
+      const tail = Array.from({ length: int(7) }, () => int(vocab));
+      const seq = [...base.slice(0, cut), ...tail];
+      if (seq.length > 0) return seq;
+    }
+    return Array.from({ length: 1 + int(12) }, () => int(vocab));
+  };
+  const handles: { handle: InFlightHandle; w: string; seq: number[]; live: boolean }[] = [];
+
+  for (let op = 0; op < ops; op++) {
+    now += int(3);
+    const r = rnd();
+    const w = pick(workers);
+    if (r < 0.35) {
+      const seq = randomSeq();
+      pool.push(seq);
+      if (pool.length > 40) pool.splice(int(pool.length), 1);
+      const h = ref.heldLen(w, seq);
+      const need = seq.length - h;
+      expect(tree.heldLength(w, seq)).toBe(h);
+      const sim = tree.simulateEviction(w, need, seq);
+      checkPlan(tree, ref, w, need, seq, sim);
+      const viaMatch = tree.simulateEviction(w, need, tree.match(seq));
+      expect(viaMatch.map((e) => e.node.id)).toEqual(sim.map((e) => e.node.id));
+      const simShape = sim.map((e) => [e.contextLength, e.tokens, e.node.prefix().join(",")]);
+      const ceil = ceiling.get(w)!;
+      const res = tree.insert(w, seq);
+      expect(res.evicted.map((e) => [e.contextLength, e.tokens, e.node.prefix().join(",")])).toEqual(simShape);
+      const held = ref.heldOf(w);
+      for (const e of res.evicted) ref.removeRange(held, e.node.prefix(), e.contextLength - e.tokens, e.contextLength);
+      const room = ref.cap(w) - held.size;
+      const target = need <= room ? seq.length : h + Math.max(0, room);
+      expect(res.held).toBe(target);
+      expect(res.added).toBe(target - h);
+      ref.touch(w, seq, target, now);
+      expect(tree.cachedTokens(w)).toBeLessThanOrEqual(ceil);
+      ceiling.set(w, Math.max(ref.cap(w), tree.cachedTokens(w)));
+    } else if (r < 0.55) {
+      const seq = randomSeq();
+      const m = tree.match(seq);
+      let longest = 0;
+      for (const x of workers) {
+        const expected = ref.heldLen(x, seq);
+        expect(m.perWorker.get(x) ?? 0).toBe(expected);
+        longest = Math.max(longest, expected);
+      }
+      expect(m.longest).toBe(longest);
+      expect(m.matchedTokens).toBeGreaterThanOrEqual(longest);
+      let prev = 0;
+      for (const node of m.path) {
+        expect(node.startLength).toBe(prev);
+        prev = node.contextLength;
+        if (node.contextLength > m.matchedTokens) continue;
+        for (const x of workers) {
+          expect(node.inFlight(x)).toBe(ref.inflightOf(x, key(seq, node.contextLength)));
+          expect(node.isCachedOn(x)).toBe(ref.heldOf(x).has(key(seq, node.contextLength)));
+        }
+      }
+    } else if (r < 0.67) {
+      const seq = randomSeq();
+      const handle = tree.addInFlight(w, seq);
+      let counts = ref.inflight.get(w);
+      if (!counts) ref.inflight.set(w, (counts = new Map()));
+      for (let i = 1; i <= seq.length; i++) counts.set(key(seq, i), (counts.get(key(seq, i)) ?? 0) + 1);
+      ref.touch(w, seq, ref.heldLen(w, seq), now);
+      handles.push({ handle, w, seq, live: true });
+    } else if (r < 0.79) {
+      if (handles.length === 0) continue;
+      const i = int(handles.length);
+      const entry = handles[i]!;
+      handles.splice(i, 1);
+      expect(tree.removeInFlight(entry.handle)).toBe(entry.live);
+      if (entry.live) {
+        const counts = ref.inflight.get(entry.w)!;
+        for (let l = 1; l <= entry.seq.length; l++) counts.set(key(entry.seq, l), counts.get(key(entry.seq, l))! - 1);
+      }
+    } else if (r < 0.89) {
+      const seq = randomSeq();
+      const cut = int(seq.length + 1);
+      const target = seq.slice(0, cut);
+      const held = ref.heldOf(w);
+      let freed = 0;
+      for (const [k, e] of held) {
+        if (e.tokens.length >= Math.max(cut, 1) && commonPrefixLength(e.tokens, target) === cut) {
+          held.delete(k);
+          freed++;
+        }
+      }
+      expect(tree.evict(w, target)).toBe(freed);
+    } else if (r < 0.95) {
+      const need = int(25);
+      const protect = rnd() < 0.5 ? randomSeq() : null;
+      const before = [tree.nodeCount, tree.tokenCount, tree.cachedTokens(w)];
+      const plan = protect === null ? tree.simulateEviction(w, need) : tree.simulateEviction(w, need, protect);
+      checkPlan(tree, ref, w, need, protect, plan);
+      expect([tree.nodeCount, tree.tokenCount, tree.cachedTokens(w)]).toEqual(before);
+    } else if (r < 0.98) {
+      const cap = rnd() < 0.5 ? baseCaps[workers.indexOf(w)]! : int(30);
+      ref.caps.set(w, cap);
+      const ev = tree.setCapacity(w, cap);
+      checkPlan(tree, ref, w, 0, null, ev); // against the reference before the eviction
+      const held = ref.heldOf(w);
+      for (const e of ev) ref.removeRange(held, e.node.prefix(), e.contextLength - e.tokens, e.contextLength);
+      ceiling.set(w, Math.max(cap, tree.cachedTokens(w)));
+    } else {
+      const had = ref.heldOf(w).size;
+      expect(tree.dropWorker(w)).toBe(had);
+      ref.held.delete(w);
+      ref.inflight.delete(w);
+      for (const h of handles) if (h.w === w) h.live = false;
+      tree.setCapacity(w, ref.cap(w));
+    }
+
+    for (const x of workers) {
+      expect(tree.cachedTokens(x)).toBe(ref.heldOf(x).size);
+      expect(tree.cachedTokens(x)).toBeLessThanOrEqual(ceiling.get(x)!);
+    }
+    expect(tree.tokenCount).toBe(ref.liveKeys().size);
+    expect(tree.nodeCount).toBeLessThanOrEqual(tree.tokenCount);
+  }
+
+  // Drain: with every request ended and every worker dropped, nothing is left.
+  for (const h of handles) expect(tree.removeInFlight(h.handle)).toBe(h.live);
+  for (const x of workers) tree.dropWorker(x);
+  expect(tree.nodeCount).toBe(0);
+  expect(tree.tokenCount).toBe(0);
+}
+
+describe("RadixTree against a naive reference (seeded random sequences)", () => {
+  for (const seed of [1, 2, 3, 42, 1234, 99991, 2025, 777]) {
+    it(`seed ${seed}`, () => {
+      runProperty(seed, 1500);
+    });
+  }
+});

@@ -1,0 +1,332 @@
+// The global scheduler and every policy, driven by synthetic requests: no model, no I/O.
+import { describe, expect, it } from "vitest";
+import { GlobalScheduler, type PlacementTicket } from "../../src/scheduler/global-scheduler.js";
+import { createPolicy, POLICY_NAMES, type PolicyName, POLICY_DEFAULTS } from "../../src/scheduler/registry.js";
+import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
+import type { PlacementRequest } from "../../src/scheduler/types.js";
+
+/** A CPU-like worker: 1 ms per prompt token, 5 ms per output token, copies at 0.01 ms per token. */
+const COEFFICIENTS: TimeModelCoefficients = {
+  base: 1,
+  perExtend: 1,
+  perContext: 0,
+  perExtendContext: 0,
+  decodeBase: 5,
+  decodePerContext: 0,
+  copyBase: 1,
+  copyPerToken: 0.01,
+};
+
+interface Harness {
+  scheduler: GlobalScheduler;
+  clock: { t: number };
+  /** Places, reports the slot as a worker would, and completes; returns the worker id. */
+  serve(request: PlacementRequest, outcome?: { ttftMs?: number; completionTokens?: number }): string | undefined;
+}
+
+function harness(policy: PolicyName, workerIds = ["w0", "w1"], options: { capacityTokens?: number; slots?: number; modelId?: string } = {}): Harness {
+  const clock = { t: 0 };
+  const scheduler = new GlobalScheduler(createPolicy(policy), { now: () => clock.t });
+  const slots = options.slots ?? 4;
+  const nextSlot = new Map<string, number>();
+  for (const id of workerIds) {
+    scheduler.addWorker({ id, modelId: options.modelId ?? "m", slots, capacityTokens: options.capacityTokens ?? 1_000_000, timeModel: new TimeModel(COEFFICIENTS) });
+  }
+  return {
+    scheduler,
+    clock,
+    serve(request, outcome = {}) {
+      const ticket = scheduler.place(request);
+      if (!ticket) return undefined;
+      const slot = nextSlot.get(ticket.workerId) ?? 0;
+      nextSlot.set(ticket.workerId, (slot + 1) % slots);
+      scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot, tokens: request.tokens });
+      scheduler.complete(ticket, { ok: true, promptTokens: request.tokens.length, cachedTokens: 0, completionTokens: outcome.completionTokens ?? 16, ttftMs: outcome.ttftMs ?? 10 });
+      return ticket.workerId;
+    },
+  };
+}
+
+/** Deterministic pseudo-random tokens: `seed` picks the sequence. */
+function tokens(seed: number, length: number, offset = 0): number[] {
+  return Array.from({ length }, (_, i) => ((seed * 7919 + (i + offset) * 104729) % 30_000) + 10);
+}
+
+const single = (seed: number, length = 60, modelId = "m"): PlacementRequest => ({ modelId, tokens: tokens(seed, length), messageCount: 1 });
+
+/** Turn k of an agent loop: a shared system prompt plus a history that grows every turn. */
+function turn(conversation: number, k: number): PlacementRequest {
+  const system = tokens(1000 + conversation, 300);
+  const history = tokens(2000 + conversation, 40 * k);
+  return { modelId: "m", tokens: [...system, ...history], messageCount: 2 * k };
+}
+
+describe("conformance: every policy", () => {
+  for (const name of POLICY_NAMES) {
+    describe(name, () => {
+      it("never picks a down worker", () => {
+        const { scheduler, serve } = harness(name, ["w0", "w1", "w2"]);
+        scheduler.setAlive("w1", false);
+        const picks = Array.from({ length: 30 }, (_, i) => serve(i % 3 === 0 ? turn(1, 1 + i) : single(i)));
+        expect(picks).not.toContain("w1");
+        expect(picks.every((pick) => pick === "w0" || pick === "w2")).toBe(true);
+      });
+
+      it("returns nothing when no worker is alive", () => {
+        const { scheduler } = harness(name);
+        scheduler.setAlive("w0", false);
+        scheduler.setAlive("w1", false);
+        expect(scheduler.place(single(1))).toBeUndefined();
+      });
+
+      it("only ever places a request on a worker of its model", () => {
+        const clock = { t: 0 };
+        const scheduler = new GlobalScheduler(createPolicy(name), { now: () => clock.t });
+        for (const [id, modelId] of [["a0", "a"], ["b0", "b"], ["a1", "a"], ["b1", "b"]] as const) {
+          scheduler.addWorker({ id, modelId, slots: 2, capacityTokens: 10_000, timeModel: new TimeModel(COEFFICIENTS) });
+        }
+        for (let i = 0; i < 20; i++) {
+          const model = i % 2 === 0 ? "a" : "b";
+          const ticket = scheduler.place(single(i, 50, model))!;
+          expect(ticket.workerId.startsWith(model)).toBe(true);
+          scheduler.complete(ticket, { ok: true, promptTokens: 50, cachedTokens: 0, completionTokens: 4, ttftMs: 5 });
+        }
+        expect(scheduler.place(single(1, 50, "c"))).toBeUndefined();
+      });
+
+      it("is deterministic: the same requests give the same picks", () => {
+        const run = () => {
+          const { serve, clock } = harness(name, ["w0", "w1", "w2"]);
+          return Array.from({ length: 40 }, (_, i) => {
+            clock.t += 37 * (i % 5);
+            return serve(i % 4 === 0 ? turn(i % 3, 1 + (i >> 2)) : single(i * 13, 40 + (i % 7) * 30));
+          });
+        };
+        expect(run()).toEqual(run());
+      });
+    });
+  }
+});
+
+describe("the field note's test shape (seed 000)", () => {
+  for (const name of ["shape", "roundrobin"] as const) {
+    it(`${name}: a batch of single-turn requests uses every worker, consecutive picks alternating`, () => {
+      const { scheduler } = harness(name, ["w0", "w1"]);
+      const tickets = Array.from({ length: 8 }, (_, i) => scheduler.place(single(100 + i))!);
+      const picks = tickets.map((ticket) => ticket.workerId);
+      expect(new Set(picks)).toEqual(new Set(["w0", "w1"]));
+      for (let i = 1; i < picks.length; i++) expect(picks[i]).not.toBe(picks[i - 1]);
+    });
+
+    it(`${name}: with a worker down, the batch alternates over the live ones`, () => {
+      const { scheduler } = harness(name, ["w0", "w1", "w2"]);
+      scheduler.setAlive("w0", false);
+      const picks = Array.from({ length: 6 }, (_, i) => scheduler.place(single(200 + i))!.workerId);
+      expect(new Set(picks)).toEqual(new Set(["w1", "w2"]));
+      for (let i = 1; i < picks.length; i++) expect(picks[i]).not.toBe(picks[i - 1]);
+    });
+  }
+
+  for (const name of ["shape", "preble", "affinity"] as const) {
+    it(`${name}: a growing conversation stays on its first worker for every turn, among other traffic`, () => {
+      const { serve } = harness(name, ["w0", "w1"]);
+      const first = serve(turn(7, 1))!;
+      for (let k = 2; k <= 8; k++) {
+        serve(single(300 + k)); // unrelated one-shot traffic in between
+        expect(serve(turn(7, k))).toBe(first);
+      }
+    });
+
+    it(`${name}: with a worker down, the conversation stays on a live worker and moves once when its worker dies`, () => {
+      const { scheduler, serve } = harness(name, ["w0", "w1", "w2"]);
+      scheduler.setAlive("w2", false);
+      const first = serve(turn(9, 1))!;
+      expect(first).not.toBe("w2");
+      for (let k = 2; k <= 4; k++) expect(serve(turn(9, k))).toBe(first);
+      scheduler.setAlive(first, false);
+      const second = serve(turn(9, 5))!;
+      expect([first, "w2"]).not.toContain(second);
+      for (let k = 6; k <= 8; k++) expect(serve(turn(9, k))).toBe(second);
+    });
+  }
+});
+
+describe("preble: E2", () => {
+  it("exploits when the matched prefix is longer than the remainder, even on the busier worker", () => {
+    const { scheduler, serve } = harness("preble", ["w0", "w1"]);
+    const prefix = tokens(1, 1000);
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    // Make the holder busier than the other worker: two requests still in flight there.
+    for (let i = 0; i < 2; i++) scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(50 + i, 20)], messageCount: 1 });
+    const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(99, 100)], messageCount: 1 })!;
+    expect(ticket.placement.reason).toBe("exploit");
+    expect(ticket.placement.matchedTokens).toBe(1000);
+    expect(ticket.workerId).toBe(holder);
+  });
+
+  it("explores when the remainder is longer, picking the minimum-cost worker", () => {
+    const { scheduler } = harness("preble", ["w0", "w1", "w2"]);
+    // Load w0 and w1 with requests in flight; w2 is idle and cheapest.
+    for (let i = 0; i < 3; i++) scheduler.place({ ...single(i, 200) }, "w0");
+    scheduler.place(single(9, 200), "w1");
+    const ticket = scheduler.place(single(42, 300))!;
+    expect(ticket.placement.reason).toBe("explore");
+    const costs = ticket.placement.costs!;
+    expect(Object.keys(costs).sort()).toEqual(["w0", "w1", "w2"]);
+    expect(ticket.workerId).toBe("w2");
+    expect(costs.w2).toBe(Math.min(costs.w0!, costs.w1!, costs.w2!));
+    expect(costs.w0!).toBeGreaterThan(costs.w1!);
+  });
+
+  it("explores, not exploits, when a cached prefix covers less than the remainder", () => {
+    const { scheduler, serve } = harness("preble", ["w0", "w1"]);
+    const prefix = tokens(2, 100);
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    for (let i = 0; i < 3; i++) scheduler.place(single(60 + i, 300), holder); // the holder is busy
+    const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(77, 400)], messageCount: 1 })!;
+    expect(ticket.placement.matchedTokens).toBe(100);
+    expect(ticket.placement.reason).toBe("explore");
+    expect(ticket.workerId).not.toBe(holder);
+  });
+
+  it("rebalances an exploit away from a holder that is far busier, once there is history", () => {
+    const clock = { t: 0 };
+    const policy = createPolicy("preble", { ...POLICY_DEFAULTS, preble: { ...POLICY_DEFAULTS.preble, historyPerWorker: 2 } });
+    const scheduler = new GlobalScheduler(policy, { now: () => clock.t });
+    for (const id of ["w0", "w1"]) scheduler.addWorker({ id, modelId: "m", slots: 4, capacityTokens: 1e6, timeModel: new TimeModel(COEFFICIENTS) });
+    const prefix = tokens(3, 500);
+    const first = scheduler.place({ modelId: "m", tokens: prefix, messageCount: 1 }, "w0")!;
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: prefix });
+    scheduler.complete(first, { ok: true, promptTokens: 500, cachedTokens: 0, completionTokens: 10, ttftMs: 50 });
+    // Lots of prefill work lands on w0 in the window (pinned placements of other prompts).
+    const held: PlacementTicket[] = [];
+    for (let i = 0; i < 6; i++) held.push(scheduler.place(single(700 + i, 400), "w0")!);
+    const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(5, 50)], messageCount: 2 })!;
+    expect(ticket.placement.reason).toBe("rebalance");
+    expect(ticket.workerId).toBe("w1");
+  });
+
+  it("replicates a hot prefix: the next request goes to a second worker with a copy action", () => {
+    const { scheduler, clock, serve } = harness("preble", ["w0", "w1"]);
+    const prefix = tokens(11, 800);
+    const request = (i: number): PlacementRequest => ({ modelId: "m", tokens: [...prefix, ...tokens(500 + i, 30)], messageCount: 1 });
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    // First half of the window: fast first tokens. Second half: three times slower.
+    for (let i = 0; i < 3; i++) expect(serve(request(i), { ttftMs: 100 })).toBe(holder);
+    clock.t += 100_000;
+    for (let i = 3; i < 6; i++) expect(serve(request(i), { ttftMs: 300 })).toBe(holder);
+    const ticket = scheduler.place(request(99))!;
+    expect(ticket.placement.reason).toBe("replicate");
+    expect(ticket.workerId).not.toBe(holder);
+    expect(ticket.placement.copies).toHaveLength(1);
+    const copy = ticket.placement.copies![0]!;
+    expect(copy).toMatchObject({ modelId: "m", fromWorkerId: holder, toWorkerId: ticket.workerId });
+    expect(copy.tokens).toEqual(prefix);
+    expect(copy.copyMs).toBeLessThan(copy.recomputeMs);
+  });
+
+  it("does not call a prefix hot while its TTFT holds steady", () => {
+    const { scheduler, clock, serve } = harness("preble", ["w0", "w1"]);
+    const prefix = tokens(12, 800);
+    const request = (i: number): PlacementRequest => ({ modelId: "m", tokens: [...prefix, ...tokens(600 + i, 30)], messageCount: 1 });
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    for (let i = 0; i < 3; i++) serve(request(i), { ttftMs: 100 });
+    clock.t += 100_000;
+    for (let i = 3; i < 6; i++) serve(request(i), { ttftMs: 150 });
+    const ticket = scheduler.place(request(99))!;
+    expect(ticket.placement.reason).toBe("exploit");
+    expect(ticket.workerId).toBe(holder);
+  });
+});
+
+describe("the tree's view of each worker", () => {
+  it("never exceeds a worker's KV budget, whatever is placed", () => {
+    const { scheduler, serve } = harness("preble", ["w0", "w1"], { capacityTokens: 1000, slots: 2 });
+    for (let i = 0; i < 60; i++) {
+      serve(i % 3 === 0 ? turn(i % 4, 1 + (i % 5)) : single(i, 100 + ((i * 37) % 300)));
+      for (const view of scheduler.views()) expect(view.cachedTokens).toBeLessThanOrEqual(1000);
+    }
+  });
+
+  it("follows the workers' slot reports exactly: replaced content is no longer matched", () => {
+    const { scheduler } = harness("affinity", ["w0"]);
+    const a = tokens(21, 100);
+    const b = tokens(22, 100);
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: a });
+    expect(scheduler.tree("m")!.match(a).perWorker.get("w0")).toBe(100);
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: b });
+    expect(scheduler.tree("m")!.match(a).perWorker.get("w0") ?? 0).toBe(0);
+    expect(scheduler.tree("m")!.match(b).perWorker.get("w0")).toBe(100);
+  });
+
+  it("keeps a prefix that another slot still holds when one slot moves on", () => {
+    const { scheduler } = harness("affinity", ["w0"]);
+    const shared = tokens(31, 80);
+    const first = [...shared, ...tokens(32, 20)];
+    const second = [...shared, ...tokens(33, 20)];
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: first });
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 1, tokens: second });
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: tokens(34, 50) });
+    expect(scheduler.tree("m")!.match(second).perWorker.get("w0")).toBe(100);
+    expect(scheduler.tree("m")!.match(first).perWorker.get("w0")).toBe(80);
+  });
+
+  it("forgets a dead worker's cache", () => {
+    const { scheduler, serve } = harness("affinity", ["w0", "w1"]);
+    const worker = serve(single(5, 200))!;
+    scheduler.setAlive(worker, false);
+    expect(scheduler.views().find((view) => view.id === worker)?.cachedTokens).toBe(0);
+  });
+});
+
+describe("session pinning", () => {
+  it("sticks a session to its worker under any policy, until the worker goes down", () => {
+    const { scheduler, serve } = harness("roundrobin", ["w0", "w1"]);
+    const first = serve({ ...single(1), sessionId: "s1" })!;
+    for (let i = 2; i < 6; i++) expect(serve({ ...single(i), sessionId: "s1" })).toBe(first);
+    scheduler.setAlive(first, false);
+    const moved = serve({ ...single(9), sessionId: "s1" })!;
+    expect(moved).not.toBe(first);
+    expect(serve({ ...single(10), sessionId: "s1" })).toBe(moved);
+  });
+
+  it("leaves an overloaded worker", () => {
+    const { scheduler } = harness("least-load", ["w0", "w1"], { slots: 1 });
+    const first = scheduler.place({ ...single(1), sessionId: "s2" })!;
+    scheduler.place({ ...single(2), sessionId: "s2" }); // in flight on the same worker: 2 per slot now
+    const third = scheduler.place({ ...single(3), sessionId: "s2" })!;
+    expect(third.placement.reason).not.toBe("session");
+    expect(third.workerId).not.toBe(first.workerId);
+  });
+});
+
+describe("cache-aware (SGLang's rule)", () => {
+  it("goes to the longest match when it covers more than 30% of the input", () => {
+    const { scheduler, serve } = harness("cache-aware", ["w0", "w1"]);
+    const prefix = tokens(41, 100);
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(42, 150)], messageCount: 1 })!;
+    expect(ticket.placement.reason).toBe("cache-hit");
+    expect(ticket.workerId).toBe(holder);
+  });
+
+  it("goes to the least loaded worker when the match is short", () => {
+    const { scheduler, serve } = harness("cache-aware", ["w0", "w1"]);
+    const prefix = tokens(43, 50);
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    scheduler.place(single(44), holder); // the holder now has one in flight
+    const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(45, 200)], messageCount: 1 })!;
+    expect(ticket.placement.reason).toBe("least-load");
+    expect(ticket.workerId).not.toBe(holder);
+  });
+
+  it("balances by queue when loads differ by more than 64 and 1.5x, whatever the match", () => {
+    const { scheduler, serve } = harness("cache-aware", ["w0", "w1"]);
+    const prefix = tokens(46, 100);
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    for (let i = 0; i < 70; i++) scheduler.place(single(1000 + i), holder);
+    const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(47, 10)], messageCount: 1 })!;
+    expect(ticket.placement.reason).toBe("imbalanced");
+    expect(ticket.workerId).not.toBe(holder);
+  });
+});
