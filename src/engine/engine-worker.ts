@@ -8,6 +8,8 @@ import type {
   GenerationEvent,
   GenerationResult,
   LoadResult,
+  ProfileResult,
+  ProfileTask,
   SamplingParams,
   WorkerInit,
   WorkerTask,
@@ -90,6 +92,11 @@ export class EngineWorker {
       hooks.signal?.removeEventListener("abort", cancel);
       hostPort.close();
     }
+  }
+
+  /** Times the worker in one idle slot, which is left empty (src/engine/calibration.ts). */
+  profile(options: Omit<ProfileTask, "kind"> = {}): Promise<ProfileResult> {
+    return this.run({ ...options, kind: "profile" }) as Promise<ProfileResult>;
   }
 
   /** Frees the model and stops the thread. Call only once no generation is running. */

@@ -47,7 +47,38 @@ export interface DisposeTask {
   kind: "dispose";
 }
 
-export type WorkerTask = LoadTask | GenerateTask | DisposeTask;
+/**
+ * Time the worker (src/engine/calibration.ts): synthetic prompts in one idle slot, which is
+ * cleared afterwards. Every field is optional; the defaults suit a start-up calibration.
+ */
+export interface ProfileTask {
+  kind: "profile";
+  /** Cold prompt lengths. Default: 32, 128, 512 and min(2048, contextSize / 2). */
+  sizes?: number[];
+  /** Tokens generated to time decoding, after the shortest and the longest prompt. Default 16. */
+  decodeTokens?: number;
+  /** Time a save + load of the slot's KV state (a prefix copy). Default true. */
+  measureCopy?: boolean;
+  /** Seed of the random prompt tokens. Default 1. */
+  seed?: number;
+}
+
+export type WorkerTask = LoadTask | GenerateTask | DisposeTask | ProfileTask;
+
+/** What a profile measured, in milliseconds. */
+export interface ProfileResult {
+  workerId: string;
+  slot: number;
+  /** Prefills: `extend` tokens evaluated, ending at `context` tokens in the sequence; slot to first token. */
+  prefill: { extend: number; context: number; ms: number }[];
+  decode: { context: number; msPerToken: number }[];
+  /** Save + load of a sequence state of `tokens` tokens (`bytes` on disk), through `stateDir`. */
+  copy: { tokens: number; ms: number; bytes: number }[];
+  stateDir: string;
+  /** Slots that were busy with other work during the profile: its timings are then not representative. */
+  otherBusySlots: number;
+  totalMs: number;
+}
 
 export interface LoadResult {
   workerId: string;

@@ -18,9 +18,12 @@ import type {
   GenerationResult,
   FinishReason,
   LoadResult,
+  ProfileResult,
+  ProfileTask,
   WorkerInit,
   WorkerTask,
 } from "./protocol.js";
+import { profileSequence } from "./calibration.js";
 import { SlotTable } from "./slot-table.js";
 import { StopSequenceFilter } from "./stop-sequences.js";
 
@@ -38,7 +41,7 @@ interface Engine {
 
 let engine: Promise<Engine> | undefined;
 
-export default async function handleTask(task: WorkerTask): Promise<LoadResult | GenerationResult | null> {
+export default async function handleTask(task: WorkerTask): Promise<LoadResult | GenerationResult | ProfileResult | null> {
   switch (task.kind) {
     case "load":
       return (await loadEngine()).loaded;
@@ -47,6 +50,8 @@ export default async function handleTask(task: WorkerTask): Promise<LoadResult |
     case "dispose":
       await disposeEngine();
       return null;
+    case "profile":
+      return profile(await loadEngine(), task);
     default:
       return task satisfies never;
   }
@@ -158,6 +163,19 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
     engine.slots.release(slot);
     send({ type: "done" });
     port.close();
+  }
+}
+
+/** Times this worker in one idle slot (calibration.ts), which it leaves empty. */
+async function profile(engine: Engine, task: ProfileTask): Promise<ProfileResult> {
+  const { slot } = await engine.slots.acquire([]);
+  const busyAtStart = engine.slots.busyCount - 1;
+  try {
+    const measured = await profileSequence(engine.model, engine.sequences[slot]!, task);
+    const otherBusySlots = Math.max(busyAtStart, engine.slots.busyCount - 1);
+    return { workerId: init.workerId, slot, otherBusySlots, ...measured };
+  } finally {
+    engine.slots.release(slot);
   }
 }
 
