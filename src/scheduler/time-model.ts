@@ -113,7 +113,9 @@ export class TimeModel {
     this.learningWindow = positiveInteger(options.learningWindow ?? DEFAULT_LEARNING_WINDOW, "learningWindow");
     this.refitEvery = positiveInteger(options.refitEvery ?? DEFAULT_REFIT_EVERY, "refitEvery");
     this.priorWeight = options.priorWeight ?? DEFAULT_PRIOR_WEIGHT;
-    if (!(this.priorWeight > 0 && Number.isFinite(this.priorWeight))) throw new RangeError(`TimeModel: priorWeight must be > 0, got ${this.priorWeight}`);
+    if (!(this.priorWeight > 0 && Number.isFinite(this.priorWeight))) {
+      throw new RangeError(`TimeModel: priorWeight must be > 0, got ${this.priorWeight}`);
+    }
     const prefill = (options.prior?.prefill ?? []).filter(isUsablePrefill);
     const decode = (options.prior?.decode ?? []).filter(isUsableDecode);
     // An all-zero part has no usable prior points: its refits then follow the observations alone.
@@ -235,11 +237,15 @@ export class TimeModel {
  * body is not in the sources searched, so the hardware label is DESIGN's, not verified. The same
  * source gives no decode or copy figures for this model: those below are ASSUMPTIONS, derived
  * from memory bandwidth (decode of a 70B model is bound by reading its weights once per token):
- *   decodeBase       = 140 GB of bf16 weights / (2 x 3.35 TB/s HBM3, 2 H100 SXM) / 70% = 29.9 ms
+ *   decodeBase       = 140 GB of bf16 weights / (2 x 3.35 TB/s HBM3, 2 H100 SXM) / 70% = 29.85 ms
  *   decodePerContext = 320 KiB of KV per context token (80 layers x 8 KV heads x 128 x 2 x 2 B)
  *                      / 6.7 TB/s / 70% = 7.0e-5 ms
- *   copy             = 320 KiB per token saved and loaded at an assumed 5 GB/s each way
- *                      (PCIe 4/5 through a /dev/shm file), plus 5 ms fixed: 0.131 ms per token.
+ *   copy             = 320 KiB per token, saved and loaded (2 x 320 KiB moved) at 3 GB/s each
+ *                      way, the rate measured through a /dev/shm state file on this project's
+ *                      CPU machines (bench model: 16.9 MB saved + loaded in 11 ms); PCIe is
+ *                      faster than that, so the file is the bottleneck: 0.218 ms per token,
+ *                      plus an assumed 5 ms fixed (measured 0.4-0.9 ms on CPU for a small state;
+ *                      two GPU workers must also synchronise).
  *
  * "a6000-mistral-7b": Preble publishes no fit of this form for the A6000; its global scheduler
  * (multi_node/global_scheduler_with_time.py) prices prefills with the piecewise function
@@ -253,7 +259,7 @@ export class TimeModel {
  * test/unit/time-model.test.ts re-derives them. Decode is that
  * file's `mistrial_7b_A6000_sglang_decode_flashinfer` for one request, which is linear:
  * (22 ms linear layers + 0.159 + 1.86e-4*ctx attention) / 0.9. Copy is an ASSUMPTION as above:
- * 128 KiB of KV per token (32 layers x 8 KV heads x 128 x 2 x 2 B) at 5 GB/s each way + 5 ms.
+ * 128 KiB of KV per token (32 layers x 8 KV heads x 128 x 2 x 2 B) at 3 GB/s each way + 5 ms.
  */
 export const TIME_MODEL_PRESETS: Record<string, TimeModelCoefficients> = {
   "h100-llama3-70b": {
@@ -261,10 +267,10 @@ export const TIME_MODEL_PRESETS: Record<string, TimeModelCoefficients> = {
     perExtend: 0.182233431,
     perContext: 0.00400365142,
     perExtendContext: 2.55050069e-6,
-    decodeBase: 29.9,
-    decodePerContext: 7.0e-5,
+    decodeBase: (140e9 / (2 * 3.35e12) / 0.7) * 1000,
+    decodePerContext: (327_680 / (2 * 3.35e12) / 0.7) * 1000,
     copyBase: 5,
-    copyPerToken: 0.131,
+    copyPerToken: (2 * 327_680) / 3e9 * 1000,
   },
   "a6000-mistral-7b": {
     base: 0.6213544049468712,
@@ -274,7 +280,7 @@ export const TIME_MODEL_PRESETS: Record<string, TimeModelCoefficients> = {
     decodeBase: 22.159 / 0.9,
     decodePerContext: 1.86e-4 / 0.9,
     copyBase: 5,
-    copyPerToken: 0.0524,
+    copyPerToken: (2 * 131_072) / 3e9 * 1000,
   },
 };
 
@@ -296,7 +302,10 @@ type CopyPart = Pick<TimeModelCoefficients, "copyBase" | "copyPerToken">;
  * where ctx = extend) is left out (coefficient 0); a column that comes out negative is left out
  * and the rest refitted. So every coefficient is >= 0: predictions are >= 0 and grow with extend.
  */
-function fitPrefill(rows: readonly Weighted<PrefillSample>[], scale: (s: PrefillSample) => number = (s) => s.ms): PrefillPart | undefined {
+function fitPrefill(
+  rows: readonly Weighted<PrefillSample>[],
+  scale: (s: PrefillSample) => number = (s) => s.ms,
+): PrefillPart | undefined {
   const beta = nonNegativeLeastSquares(
     rows.map(({ sample: s }) => [s.extend, 1, s.extend * s.context, s.context]),
     rows.map(({ sample: s }) => s.ms),
@@ -307,7 +316,10 @@ function fitPrefill(rows: readonly Weighted<PrefillSample>[], scale: (s: Prefill
 }
 
 /** Decode: columns [1, ctx]; one context length only gives a constant. */
-function fitDecode(rows: readonly Weighted<DecodeSample>[], scale: (s: DecodeSample) => number = (s) => s.msPerToken): DecodePart | undefined {
+function fitDecode(
+  rows: readonly Weighted<DecodeSample>[],
+  scale: (s: DecodeSample) => number = (s) => s.msPerToken,
+): DecodePart | undefined {
   const beta = nonNegativeLeastSquares(
     rows.map(({ sample: s }) => [1, s.context]),
     rows.map(({ sample: s }) => s.msPerToken),
@@ -381,7 +393,9 @@ function solveNormalEquations(
   const norm = active.map((j) => Math.sqrt(x.reduce((sum, row, i) => sum + w[i]! * row[j]! ** 2, 0)));
   for (let k = 0; k < n; k++) if (!(norm[k]! > 0) || !Number.isFinite(norm[k]!)) return { dependent: active[k]! };
   // a[r][c] = sum_i w_i x_ir x_ic / (norm_r norm_c); b[r] = sum_i w_i x_ir y_i / norm_r
-  const a = active.map((jr, r) => active.map((jc, c) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * row[jc]!, 0) / (norm[r]! * norm[c]!)));
+  const a = active.map((jr, r) =>
+    active.map((jc, c) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * row[jc]!, 0) / (norm[r]! * norm[c]!)),
+  );
   const b = active.map((jr, r) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * y[i]!, 0) / norm[r]!);
   for (let k = 0; k < n; k++) {
     const pivot = a[k]![k]!;
@@ -460,6 +474,8 @@ function positiveInteger(value: number, name: string): number {
 
 function assertCoefficients(c: TimeModelCoefficients): void {
   for (const [key, value] of Object.entries(c)) {
-    if (!(Number.isFinite(value) && value >= 0)) throw new RangeError(`TimeModel: coefficient ${key} must be finite and >= 0, got ${value}`);
+    if (!(Number.isFinite(value) && value >= 0)) {
+      throw new RangeError(`TimeModel: coefficient ${key} must be finite and >= 0, got ${value}`);
+    }
   }
 }

@@ -148,11 +148,15 @@ describe("TIME_MODEL_PRESETS", () => {
     };
     const samples: PrefillSample[] = [];
     for (const extend of [384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192]) {
-      for (const prefix of [0, 512, 2048, 8192, 16384]) samples.push({ extend, context: prefix + extend, ms: preble(extend, prefix + extend) });
+      for (const prefix of [0, 512, 2048, 8192, 16384]) {
+        samples.push({ extend, context: prefix + extend, ms: preble(extend, prefix + extend) });
+      }
     }
     const fitted = TimeModel.fit(samples, []);
     const preset = TIME_MODEL_PRESETS["a6000-mistral-7b"]!;
-    for (const key of ["base", "perExtend", "perContext", "perExtendContext"] as const) expect(fitted[key] / preset[key], key).toBeCloseTo(1, 9);
+    for (const key of ["base", "perExtend", "perContext", "perExtendContext"] as const) {
+      expect(fitted[key] / preset[key], key).toBeCloseTo(1, 9);
+    }
     const model = new TimeModel(preset);
     for (const s of samples) expect(Math.abs(model.prefillMs(s.extend, s.context) / s.ms - 1)).toBeLessThan(0.09);
     // Decode: the same file's one-request decode, (22 + 0.159 + 1.86e-4 * ctx) / 0.9 ms.
