@@ -4,12 +4,12 @@
 import type { FastifyInstance } from "fastify";
 import type { LoadedConfig } from "./config/load-config.js";
 import type { Config } from "./config/schema.js";
+import { calibrate, calibrationIdentity, timeModelFromCalibration } from "./engine/calibration.js";
 import { resolveModelSource } from "./engine/model-source.js";
 import { PromptPreparer } from "./engine/prompt-preparer.js";
 import { buildApp } from "./http/app.js";
 import { GlobalScheduler } from "./scheduler/global-scheduler.js";
 import { createPolicy, type PolicyOptions } from "./scheduler/registry.js";
-import { TIME_MODEL_PRESETS, TimeModel } from "./scheduler/time-model.js";
 import { CompletionService } from "./serving/completion-service.js";
 import { Fleet } from "./serving/fleet.js";
 
@@ -24,7 +24,7 @@ export interface Radixgate {
 
 export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Radixgate> {
   // Fail on a bad policy name before spending time loading models.
-  const policy = createPolicy(config.scheduler.policy, policyOptions(config));
+  createPolicy(config.scheduler.policy, policyOptions(config));
   const modelPaths = new Map<string, string>();
   for (const model of config.models) {
     modelPaths.set(model.id, await resolveModelSource(model.source, { configDir: dir, seed: model.seed }));
@@ -40,22 +40,14 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
     await preparer.close();
     throw error;
   }
-  const scheduler = new GlobalScheduler(policy, {
-    now: () => performance.now(),
-    windowMs: config.scheduler.windowMs,
-    sessionPinning: config.scheduler.sessionPinning,
-    sessionTtlMs: config.scheduler.sessionTtlMs,
-    sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
-  });
-  for (const worker of fleet.workers) {
-    const info = worker.engine.info!;
-    scheduler.addWorker({
-      id: worker.engine.id,
-      modelId: worker.modelId,
-      slots: info.slots,
-      capacityTokens: info.slots * info.contextSize,
-      timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!),
-    });
+  let scheduler: GlobalScheduler;
+  try {
+    scheduler = await createScheduler(config, fleet);
+  } catch (error) {
+    // Threads holding llama.cpp objects must be disposed before the process may exit.
+    await fleet.close();
+    await preparer.close();
+    throw error;
   }
   const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens);
   const app = buildApp({ config, fleet, scheduler, service });
@@ -75,4 +67,28 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
 /** The policies' parameters from config.yml (hot reload builds a new policy from these). */
 export function policyOptions(config: Config): PolicyOptions {
   return { preble: { ...config.scheduler.preble, windowMs: config.scheduler.windowMs }, cacheAware: config.scheduler.cacheAware };
+}
+
+async function createScheduler(config: Config, fleet: Fleet): Promise<GlobalScheduler> {
+  const scheduler = new GlobalScheduler(createPolicy(config.scheduler.policy, policyOptions(config)), {
+    now: () => performance.now(),
+    windowMs: config.scheduler.windowMs,
+    sessionPinning: config.scheduler.sessionPinning,
+    sessionTtlMs: config.scheduler.sessionTtlMs,
+    sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
+  });
+  // One worker at a time: the first of identical workers profiles, the rest hit its cache
+  // (keyed by model file, hardware and context settings), so start-up stays short.
+  for (const worker of fleet.workers) {
+    const info = worker.engine.info!;
+    const calibration = await calibrate(worker.engine, await calibrationIdentity(worker.engine.init, info));
+    scheduler.addWorker({
+      id: worker.engine.id,
+      modelId: worker.modelId,
+      slots: info.slots,
+      capacityTokens: info.slots * info.contextSize,
+      timeModel: timeModelFromCalibration(calibration),
+    });
+  }
+  return scheduler;
 }

@@ -132,7 +132,10 @@ describe("POST /v1/chat/completions", () => {
     let chunks = 0;
     try {
       for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta.content && ++chunks === 2) abort.abort();
+        if (chunk.choices[0]?.delta.content && ++chunks === 2) {
+          abort.abort();
+          break;
+        }
       }
     } catch {
       // the client's own abort may surface as an error: that is the point

