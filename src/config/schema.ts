@@ -71,6 +71,14 @@ export const ConfigSchema = Type.Object(
           },
           { ...closed, default: {} },
         ),
+        local: Type.Object(
+          {
+            priorityGroups: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: "P: a worker's waiting requests split into this many groups by hit ratio (Preble: 10)." }),
+            quotaPerGroup: Type.Integer({ minimum: 1, maximum: 10_000, default: 10, description: "k: one pass admits up to (group + 1) x k requests of a group (Preble: 10)." }),
+            chunkTokens: Type.Integer({ minimum: 1, maximum: 1_048_576, default: 1024, description: "Prefill tokens per batch, shared by prefilling requests after every decoding one got its token (Preble: 1024)." }),
+          },
+          { ...closed, default: {} },
+        ),
         cacheAware: Type.Object(
           {
             balanceAbsThreshold: Type.Number({ minimum: 0, default: 64, description: "SGLang: imbalance when max - min in-flight exceeds this..." }),

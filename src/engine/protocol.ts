@@ -19,6 +19,14 @@ export interface WorkerInit {
   batchSize: number;
   threads: number;
   gpu: GpuSetting;
+  /** The local scheduler's settings (scheduler.local in config.yml). */
+  local: LocalSchedulerSettings;
+}
+
+export interface LocalSchedulerSettings {
+  priorityGroups: number;
+  quotaPerGroup: number;
+  chunkTokens: number;
 }
 
 export interface SamplingParams {

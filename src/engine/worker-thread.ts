@@ -24,7 +24,8 @@ import type {
   WorkerTask,
 } from "./protocol.js";
 import { profileSequence } from "./calibration.js";
-import { SlotTable } from "./slot-table.js";
+import { evaluationPriorityOf, shareBatch } from "../scheduler/batch-priority.js";
+import { LocalScheduler } from "../scheduler/local-scheduler.js";
 import { StopSequenceFilter } from "./stop-sequences.js";
 
 const init = workerData as WorkerInit;
@@ -35,7 +36,7 @@ interface Engine {
   context: LlamaContext;
   sequences: LlamaContextSequence[];
   completions: LlamaCompletion[];
-  slots: SlotTable;
+  slots: LocalScheduler;
   loaded: LoadResult;
 }
 
@@ -78,10 +79,15 @@ async function createEngine(): Promise<Engine> {
     contextSize: init.contextSize,
     batchSize: init.batchSize,
     threads: init.threads,
+    // Decode tokens first, then the prefill budget by priority group (batch-priority.ts).
+    batching: { itemPrioritizationStrategy: ({ items, size }) => shareBatch(items, size, init.local.chunkTokens) },
   });
   const sequences = Array.from({ length: init.slots }, () => context.getSequence());
   const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
-  const slots = new SlotTable(init.slots, (slot) => sequences[slot]?.contextTokens ?? []);
+  const slots = new LocalScheduler(
+    { slots: init.slots, priorityGroups: init.local.priorityGroups, quotaPerGroup: init.local.quotaPerGroup },
+    { tokensOfSlot: (slot) => sequences[slot]?.contextTokens ?? [] },
+  );
   const loaded: LoadResult = {
     workerId: init.workerId,
     backend: llama.gpu === false ? "cpu" : llama.gpu,
@@ -106,11 +112,19 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
   const { port, tokens, sampling } = task;
   const abort = new AbortController();
   port.on("message", (message: GenerationControl) => {
-    if (message.type === "cancel") abort.abort();
+    if (message.type !== "cancel") return;
+    // Still waiting for a slot: leave the queue. Running: stop the generation.
+    if (!engine.slots.cancel(task.requestId)) abort.abort();
   });
   const send = (event: GenerationEvent) => port.postMessage(event);
   const queuedAt = performance.now();
-  const { slot } = await engine.slots.acquire(tokens);
+  const grant = await engine.slots.acquire(task.requestId, tokens);
+  if (!grant) {
+    send({ type: "done" });
+    port.close();
+    return cancelledInQueue(tokens.length, performance.now() - queuedAt);
+  }
+  const { slot, group } = grant;
   try {
     const sequence = engine.sequences[slot]!;
     const completion = engine.completions[slot]!;
@@ -133,6 +147,7 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
       temperature: sampling.temperature,
       topP: sampling.topP,
       seed: sampling.seed,
+      evaluationPriority: evaluationPriorityOf(group, init.local.priorityGroups),
       signal: abort.signal,
       stopOnAbortSignal: true,
       // The host refuses prompts that do not fit; never shift (silently drop) context here.
@@ -168,7 +183,7 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
 
 /** Times this worker in one idle slot (calibration.ts), which it leaves empty. */
 async function profile(engine: Engine, task: ProfileTask): Promise<ProfileResult> {
-  const { slot } = await engine.slots.acquire([]);
+  const { slot } = (await engine.slots.acquire(`profile-${performance.now()}`, []))!;
   const busyAtStart = engine.slots.busyCount - 1;
   try {
     const measured = await profileSequence(engine.model, engine.sequences[slot]!, task);
@@ -177,6 +192,10 @@ async function profile(engine: Engine, task: ProfileTask): Promise<ProfileResult
   } finally {
     engine.slots.release(slot);
   }
+}
+
+function cancelledInQueue(promptTokens: number, queueMs: number): GenerationResult {
+  return { text: "", finishReason: "cancelled", promptTokens, cachedTokens: 0, completionTokens: 0, slot: -1, queueMs, prefillMs: 0, totalMs: queueMs };
 }
 
 /**

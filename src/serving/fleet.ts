@@ -39,6 +39,7 @@ export class Fleet {
           batchSize: model.batchSize,
           threads: model.threads,
           gpu: model.gpu,
+          local: config.scheduler.local,
         });
         workers.push({ engine, modelId: model.id });
       }

@@ -25,7 +25,7 @@ let profiles = 0;
 
 beforeAll(async () => {
   const modelPath = await ensureModel("tiny");
-  init = { workerId: "w0", modelPath, slots: 2, contextSize: 1024, batchSize: 256, threads: 1, gpu: false };
+  init = { workerId: "w0", modelPath, slots: 2, contextSize: 1024, batchSize: 256, threads: 1, gpu: false, local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 } };
   worker = new EngineWorker(init);
   const loaded = await worker.start();
   identity = await calibrationIdentity(init, loaded);

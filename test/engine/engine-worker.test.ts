@@ -12,7 +12,7 @@ let preparer: PromptPreparer;
 beforeAll(async () => {
   const modelPath = await ensureModel("tiny");
   preparer = new PromptPreparer([{ id: "tiny", path: modelPath }], 1);
-  worker = new EngineWorker({ workerId: "w0", modelPath, slots: 2, contextSize: 1024, batchSize: 256, threads: 1, gpu: false });
+  worker = new EngineWorker({ workerId: "w0", modelPath, slots: 2, contextSize: 1024, batchSize: 256, threads: 1, gpu: false, local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 } });
   await worker.start();
 });
 

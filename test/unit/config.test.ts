@@ -23,6 +23,7 @@ describe("parseConfig", () => {
     expect(config.models[0]).toMatchObject({ workers: 2, slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
     expect(config.scheduler.policy).toBe("preble");
     expect(config.scheduler.preble).toEqual({ rebalanceRatio: 1.5, historyPerWorker: 50, hotTtftRatio: 2, hotMinSamples: 3 });
+    expect(config.scheduler.local).toEqual({ priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 });
     expect(config.scheduler.cacheAware).toEqual({ balanceAbsThreshold: 64, balanceRelThreshold: 1.5, cacheThreshold: 0.3 });
   });
 
@@ -38,6 +39,7 @@ describe("parseConfig", () => {
       /models\[0\]\.slots: expected integer; got "four", allowed: integer >= 1 <= 256/,
     );
     expect(() => parseConfig({ ...minimal, server: { port: 70000 } })).toThrow(/server\.port: .*got 70000/);
+    expect(() => parseConfig({ ...minimal, scheduler: { local: { priorityGroups: 0 } } })).toThrow(/scheduler\.local\.priorityGroups: expected integer to be greater or equal to 1; got 0/);
     expect(() => parseConfig({ models: [{ id: "m", source: "preset:tiny", gpu: "cpu" }] })).toThrow(/models\[0\]\.gpu: .*false \| "auto" \| "cuda"/);
   });
 

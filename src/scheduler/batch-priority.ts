@@ -1,0 +1,46 @@
+// How one llama.cpp batch is shared between a worker's running sequences (plugged into
+// node-llama-cpp's `itemPrioritizationStrategy`). Preble mixes hit and miss requests: a hit
+// is almost pure decode, so it rides along with a miss's prefill.
+//   1. Every decoding sequence (one pending token) gets its token first.
+//   2. The prefill budget, min(batch left, chunkTokens) (Preble: 1024), is split across the
+//      prefilling sequences in priority order (higher priority group first, then arrival),
+//      each taking what it still needs until the budget is spent: chunked prefill.
+// Typed structurally so the scheduler core stays free of node-llama-cpp.
+
+export interface PendingBatchItem {
+  readonly tokens: { readonly length: number };
+  /** 1..5: the priority group of the request, folded onto node-llama-cpp's scale. */
+  readonly evaluationPriority: number;
+}
+
+export interface BatchShare<T extends PendingBatchItem> {
+  item: T;
+  processAmount: number;
+}
+
+export function shareBatch<T extends PendingBatchItem>(items: readonly T[], size: number, chunkTokens: number): BatchShare<T>[] {
+  const shares: BatchShare<T>[] = [];
+  let left = size;
+  for (const item of items) {
+    if (left > 0 && item.tokens.length === 1) {
+      shares.push({ item, processAmount: 1 });
+      left--;
+    }
+  }
+  let prefillBudget = Math.min(left, chunkTokens);
+  const prefilling = items.filter((item) => item.tokens.length > 1);
+  // Stable sort: arrival order is kept inside a priority.
+  prefilling.sort((a, b) => b.evaluationPriority - a.evaluationPriority);
+  for (const item of prefilling) {
+    if (prefillBudget <= 0) break;
+    const processAmount = Math.min(item.tokens.length, prefillBudget);
+    shares.push({ item, processAmount });
+    prefillBudget -= processAmount;
+  }
+  return shares;
+}
+
+/** Priority group 0..P-1 -> node-llama-cpp's evaluation priority 1..5. */
+export function evaluationPriorityOf(group: number, priorityGroups: number): 1 | 2 | 3 | 4 | 5 {
+  return (1 + Math.min(4, Math.floor((group * 5) / priorityGroups))) as 1 | 2 | 3 | 4 | 5;
+}

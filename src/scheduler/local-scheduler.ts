@@ -1,0 +1,172 @@
+// The local scheduler of one worker (Preble's `fcfs-mpq` in its SGLang fork): which waiting
+// request gets the next free slot (sequence) of the worker's context, and which slot.
+//
+// Priority groups: a waiting request's hit ratio on THIS worker is the longest prefix of its
+// prompt that the worker already holds (in a slot, or in a spilled state it can load back)
+// over its prompt length. With P groups (Preble: P = 10), group = ceil(hit x P) - 1, and 0
+// for no hit. Groups are served round-robin from the highest: in one pass group g admits up
+// to (g + 1) x k requests (Preble: k = 10), first come first served inside a group; a pass
+// ends when every group has used its quota or has nobody waiting. High-hit requests are
+// mostly decode, so they go first without starving misses.
+//
+// Slots: a request takes the idle slot sharing the longest prefix with its prompt (its KV is
+// reused, only the suffix is evaluated); with no shared prefix anywhere, the least recently
+// used idle slot, whose cache is the cheapest to lose.
+//
+// KV capacity: llama.cpp gives every sequence its own `contextSize` cells, so a running
+// sequence and the prefix it keeps cached draw on that slot's cells alone: admitting by
+// slots is admitting by capacity (the host refuses prompts + max_tokens beyond a slot).
+//
+// Pure: no llama.cpp, an injected clock; the worker thread feeds it the slots' tokens.
+import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
+
+export interface LocalSchedulerOptions {
+  slots: number;
+  /** P: priority groups by hit ratio. Preble: 10. */
+  priorityGroups: number;
+  /** k: a pass admits up to (group + 1) x k requests of a group. Preble: 10. */
+  quotaPerGroup: number;
+  now?: () => number;
+}
+
+export interface SlotGrant {
+  slot: number;
+  /** Tokens the chosen slot already holds that match the prompt's start. */
+  sharedPrefix: number;
+  /** The priority group the request was admitted from. */
+  group: number;
+}
+
+/** Where a request's prefix may already be: the worker's slots, and optionally its spilled states. */
+export interface PrefixSources {
+  tokensOfSlot(slot: number): TokenIds;
+  /** Longest prefix of `tokens` the worker can load back from its state store (0 if none). */
+  spilledPrefix?(tokens: TokenIds): number;
+}
+
+interface Waiting {
+  id: string;
+  tokens: TokenIds;
+  resolve: (grant: SlotGrant | undefined) => void;
+}
+
+export class LocalScheduler {
+  private readonly busy: boolean[];
+  private readonly lastUsedMs: number[];
+  private waiting: Waiting[] = [];
+  /** Round-robin state: the group served now and what each group admitted in this pass. */
+  private currentGroup: number;
+  private readonly admittedInPass: number[];
+  private readonly now: () => number;
+
+  constructor(
+    private readonly options: LocalSchedulerOptions,
+    private readonly sources: PrefixSources,
+  ) {
+    this.busy = new Array<boolean>(options.slots).fill(false);
+    this.lastUsedMs = new Array<number>(options.slots).fill(-Infinity);
+    this.admittedInPass = new Array<number>(options.priorityGroups).fill(0);
+    this.currentGroup = options.priorityGroups - 1;
+    this.now = options.now ?? Date.now;
+  }
+
+  get busyCount(): number {
+    return this.busy.filter(Boolean).length;
+  }
+
+  get waitingCount(): number {
+    return this.waiting.length;
+  }
+
+  /** Longest prefix of `tokens` this worker holds, in a slot or spilled. */
+  cachedPrefix(tokens: TokenIds): number {
+    let best = this.sources.spilledPrefix?.(tokens) ?? 0;
+    for (let slot = 0; slot < this.options.slots; slot++) best = Math.max(best, commonPrefixLength(this.sources.tokensOfSlot(slot), tokens));
+    return best;
+  }
+
+  /** Preble's group: ceil(hit x P) - 1, and 0 for no hit. */
+  groupOf(tokens: TokenIds): number {
+    if (tokens.length === 0) return 0;
+    const hit = this.cachedPrefix(tokens) / tokens.length;
+    return hit <= 0 ? 0 : Math.min(this.options.priorityGroups - 1, Math.ceil(hit * this.options.priorityGroups) - 1);
+  }
+
+  /**
+   * Resolves with a slot reserved for the request (call release() when it ends), or with
+   * undefined when cancel(id) removed it from the queue first.
+   */
+  acquire(id: string, tokens: TokenIds): Promise<SlotGrant | undefined> {
+    return new Promise((resolve) => {
+      this.waiting.push({ id, tokens, resolve });
+      this.dispatch();
+    });
+  }
+
+  /** Takes a waiting request out of the queue; false when it already has a slot. */
+  cancel(id: string): boolean {
+    const index = this.waiting.findIndex((request) => request.id === id);
+    if (index < 0) return false;
+    const [request] = this.waiting.splice(index, 1);
+    request!.resolve(undefined);
+    return true;
+  }
+
+  release(slot: number): void {
+    this.busy[slot] = false;
+    this.lastUsedMs[slot] = this.now();
+    this.dispatch();
+  }
+
+  /** Fills idle slots from the queue, groups round-robin from the highest. */
+  private dispatch(): void {
+    while (this.waiting.length > 0 && this.busy.includes(false)) {
+      const next = this.nextRequest();
+      if (!next) return;
+      const { request, group } = next;
+      const { slot, sharedPrefix } = this.pickIdleSlot(request.tokens);
+      this.busy[slot] = true;
+      request.resolve({ slot, sharedPrefix, group });
+    }
+  }
+
+  private nextRequest(): { request: Waiting; group: number } | undefined {
+    // Groups are recomputed at every admission: what the slots hold changes as requests run.
+    const groups = this.waiting.map((request) => this.groupOf(request.tokens));
+    const groupCount = this.options.priorityGroups;
+    // Two full sweeps at most: the rest of this pass, then a fresh pass.
+    for (let step = 0; step < 2 * groupCount; step++) {
+      const group = this.currentGroup;
+      const quota = (group + 1) * this.options.quotaPerGroup;
+      if (this.admittedInPass[group]! < quota) {
+        const index = groups.indexOf(group);
+        if (index >= 0) {
+          this.admittedInPass[group]!++;
+          const [request] = this.waiting.splice(index, 1);
+          return { request: request!, group };
+        }
+      }
+      this.currentGroup--;
+      if (this.currentGroup < 0) {
+        this.currentGroup = groupCount - 1;
+        this.admittedInPass.fill(0);
+      }
+    }
+    return undefined;
+  }
+
+  private pickIdleSlot(tokens: TokenIds): { slot: number; sharedPrefix: number } {
+    let best: { slot: number; sharedPrefix: number } | undefined;
+    let bestLastUsed = Infinity;
+    for (let slot = 0; slot < this.options.slots; slot++) {
+      if (this.busy[slot]) continue;
+      const sharedPrefix = commonPrefixLength(this.sources.tokensOfSlot(slot), tokens);
+      const lastUsed = this.lastUsedMs[slot]!;
+      if (!best || sharedPrefix > best.sharedPrefix || (sharedPrefix === best.sharedPrefix && lastUsed < bestLastUsed)) {
+        best = { slot, sharedPrefix };
+        bestLastUsed = lastUsed;
+      }
+    }
+    return best!;
+  }
+}
