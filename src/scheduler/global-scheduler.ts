@@ -140,11 +140,13 @@ export class GlobalScheduler {
     if (candidates.length === 0) return undefined;
     if (pinnedWorkerId !== undefined) {
       const pinned = candidates.find((worker) => worker.id === pinnedWorkerId);
-      return pinned && this.book(request, { workerId: pinned.id, reason: "pinned", matchedTokens: pinned.matchedTokens }, model, now);
+      return pinned && this.book(request, { workerId: pinned.id, reason: "pinned", matchedTokens: pinned.matchedTokens }, pinned.matchedTokens, model, now);
     }
     const placement = this.sessionPlacement(request, candidates, match.longest, now) ?? this.policyImpl.place(request, candidates, this.context(model, match, now));
     if (!placement) return undefined;
-    return this.book(request, placement, model, now);
+    const chosen = candidates.find((worker) => worker.id === placement.workerId);
+    if (!chosen) throw new Error(`policy ${this.policyImpl.name} chose ${placement.workerId}, which is not a candidate`);
+    return this.book(request, placement, chosen.matchedTokens, model, now);
   }
 
   /** The request ended (successfully or not): release its load and learn from it. */
@@ -248,11 +250,10 @@ export class GlobalScheduler {
     return { workerId: worker.id, reason: "session", matchedTokens: matched };
   }
 
-  private book(request: PlacementRequest, placement: Placement, model: ModelState, now: number): PlacementTicket {
+  private book(request: PlacementRequest, placement: Placement, held: number, model: ModelState, now: number): PlacementTicket {
     const worker = this.workers.get(placement.workerId)!;
     worker.inFlight++;
     model.placements.add(now, 1);
-    const held = model.tree.heldLength(worker.spec.id, request.tokens);
     worker.prefillWindow.add(now, worker.spec.timeModel.prefillMs(request.tokens.length - held, request.tokens.length));
     // In flight first (records hit or miss per node), then the estimate: the worker will
     // hold the prompt once it runs, so concurrent requests of the same prefix see it now.

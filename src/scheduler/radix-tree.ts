@@ -535,7 +535,8 @@ export class RadixTree {
    */
   simulateEviction(workerId: WorkerId, tokensNeeded: number, protect?: TokenIds | PrefixMatch): readonly EvictedEntry[] {
     const ws = this.workers.get(workerId);
-    if (ws === undefined) return NO_EVICTIONS;
+    // Nothing to evict while the worker has room: return before walking the prompt.
+    if (ws === undefined || ws.used + tokensNeeded <= ws.capacity) return NO_EVICTIONS;
     let mark = NO_PROTECTION;
     if (protect !== undefined) {
       mark = ++this.protectEpoch;

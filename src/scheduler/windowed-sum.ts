@@ -36,11 +36,15 @@ export class WindowedSum {
   }
 }
 
-/** The median of the last `capacity` values (Preble: output length = median of the last 200). */
+/**
+ * The median of the last `capacity` values (Preble: output length = median of the last 200).
+ * A sorted copy is kept up to date on each push (binary search), so reading the median on
+ * every placement costs nothing.
+ */
 export class RecentMedian {
   private readonly values: number[] = [];
+  private readonly sorted: number[] = [];
   private next = 0;
-  private cached: number | undefined;
 
   constructor(private readonly capacity = 200) {}
 
@@ -49,19 +53,31 @@ export class RecentMedian {
   }
 
   push(value: number): void {
-    if (this.values.length < this.capacity) this.values.push(value);
-    else this.values[this.next] = value;
+    if (this.values.length < this.capacity) {
+      this.values.push(value);
+    } else {
+      const replaced = this.values[this.next]!;
+      this.values[this.next] = value;
+      this.sorted.splice(this.lowerBound(replaced), 1);
+    }
+    this.sorted.splice(this.lowerBound(value), 0, value);
     this.next = (this.next + 1) % this.capacity;
-    this.cached = undefined;
   }
 
   /** undefined until a value was pushed. */
   median(): number | undefined {
-    if (this.values.length === 0) return undefined;
-    if (this.cached === undefined) {
-      const sorted = [...this.values].sort((a, b) => a - b);
-      this.cached = sorted[Math.floor(sorted.length / 2)]!;
+    if (this.sorted.length === 0) return undefined;
+    return this.sorted[Math.floor(this.sorted.length / 2)]!;
+  }
+
+  private lowerBound(value: number): number {
+    let lo = 0;
+    let hi = this.sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.sorted[mid]! < value) lo = mid + 1;
+      else hi = mid;
     }
-    return this.cached;
+    return lo;
   }
 }

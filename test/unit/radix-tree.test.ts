@@ -262,11 +262,14 @@ describe("RadixTree capacity and LRU eviction", () => {
     expect(tree.simulateEviction("w", need, m).map((e) => e.node.id)).toEqual(sim.map((e) => e.node.id));
     const r = tree.insert("w", prompt);
     expect(r.evicted.map((e) => e.node.id)).toEqual(sim.map((e) => e.node.id));
-    // A match whose path was split since is refused rather than trusted; growth below the
-    // path (the insert added a child to [2,2,2]) leaves it valid.
-    expect(() => tree.simulateEviction("w", 1, m)).not.toThrow();
+    // A match whose path was split since is refused rather than trusted when an eviction
+    // must be planned; growth below the path (the insert added a child to [2,2,2]) leaves it
+    // valid. With room to spare nothing is walked, so nothing is checked.
+    const overCapacity = tree.capacity("w") - tree.cachedTokens("w") + 1;
+    expect(() => tree.simulateEviction("w", overCapacity, m)).not.toThrow();
     tree.insert("x", [2, 2]); // splits [2,2,2]
-    expect(() => tree.simulateEviction("w", 1, m)).toThrow(/stale/);
+    expect(() => tree.simulateEviction("w", overCapacity, m)).toThrow(/stale/);
+    expect(tree.simulateEviction("w", 0, m)).toEqual([]);
   });
 
   it("keeps exact LRU order through many touches (stale heap entries, compaction)", () => {

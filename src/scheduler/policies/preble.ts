@@ -6,7 +6,8 @@
 //   - Exploit when remaining < matched: the cache covers more than what is left to compute.
 //     Go to the cheapest of the workers holding that longest prefix.
 //   - Explore otherwise: go to the worker with the lowest total cost.
-// Cost of a worker w, in milliseconds from w's own time model:
+// Cost of a worker w, in milliseconds from w's own time model (M is only priced where it can
+// change the outcome; `costs` in the decision lists the workers that were fully priced):
 //   L  load over the window H (Preble: 3 minutes): the prefill work placed on w in the
 //      window, plus decode load = requests in flight x expected output tokens x decode ms
 //      per token (expected output = median of the last 200 outputs, else max_tokens);
@@ -61,16 +62,34 @@ export class PreblePolicy implements PlacementPolicy {
   place(request: PlacementRequest, candidates: readonly WorkerView[], context: PlacementContext): Placement | undefined {
     if (candidates.length === 0) return undefined;
     const n = request.tokens.length;
-    const matched = Math.max(0, ...candidates.map((worker) => worker.matchedTokens));
+    let matched = 0;
+    for (const worker of candidates) matched = Math.max(matched, worker.matchedTokens);
     const remaining = n - matched;
-    const costs: Record<string, number> = {};
+    // L and P are cheap; M (simulated LRU eviction) is not, and it is never negative, so it is
+    // priced only for a worker whose L + P can still beat the best total found so far.
     const loads: Record<string, number> = {};
+    const partial: Record<string, number> = {};
     for (const worker of candidates) {
       const model = context.timeModel(worker.id);
       loads[worker.id] = this.load(worker, model, request, context);
-      costs[worker.id] = loads[worker.id]! + this.evictionCost(worker, model, request, context) + model.prefillMs(n - worker.matchedTokens, n);
+      partial[worker.id] = loads[worker.id]! + model.prefillMs(n - worker.matchedTokens, n);
     }
-    const cheapest = (workers: readonly WorkerView[]) => minBy(workers, (worker) => costs[worker.id]!)!;
+    const costs: Record<string, number> = {};
+    const cheapest = (workers: readonly WorkerView[]): WorkerView => {
+      const byPartial = [...workers].sort((a, b) => partial[a.id]! - partial[b.id]!);
+      let best: WorkerView | undefined;
+      let bestCost = Infinity;
+      for (const worker of byPartial) {
+        if (partial[worker.id]! >= bestCost) break;
+        const cost = partial[worker.id]! + this.evictionCost(worker, context.timeModel(worker.id), request, context);
+        costs[worker.id] = cost;
+        if (cost < bestCost || (cost === bestCost && workers.indexOf(worker) < workers.indexOf(best!))) {
+          best = worker;
+          bestCost = cost;
+        }
+      }
+      return best!;
+    };
     const prefixKey = this.prefixKey(context, matched);
     const decide = (worker: WorkerView, reason: string, copies?: CopyAction[]): Placement => ({
       workerId: worker.id,
@@ -94,9 +113,10 @@ export class PreblePolicy implements PlacementPolicy {
     }
     const holder = cheapest(holders);
     const enoughHistory = context.placementsInWindow >= this.options.historyPerWorker * candidates.length;
-    const lightest = Math.min(...candidates.map((worker) => loads[worker.id]!));
-    if (enoughHistory && loads[holder.id]! >= this.options.rebalanceRatio * lightest && loads[holder.id]! > 0) {
-      return decide(cheapest(candidates), "rebalance");
+    if (enoughHistory && loads[holder.id]! > 0) {
+      let lightest = Infinity;
+      for (const worker of candidates) lightest = Math.min(lightest, loads[worker.id]!);
+      if (loads[holder.id]! >= this.options.rebalanceRatio * lightest) return decide(cheapest(candidates), "rebalance");
     }
     return decide(holder, "exploit");
   }
@@ -147,7 +167,7 @@ export class PreblePolicy implements PlacementPolicy {
   private evictionCost(worker: WorkerView, model: TimeModel, request: PlacementRequest, context: PlacementContext): number {
     const needed = request.tokens.length - worker.matchedTokens;
     let cost = 0;
-    for (const entry of context.tree.simulateEviction(worker.id, needed, request.tokens)) {
+    for (const entry of context.tree.simulateEviction(worker.id, needed, context.match)) {
       cost += entry.node.requestsInWindow() * model.prefillMs(entry.tokens, entry.contextLength);
     }
     return cost;

@@ -1,0 +1,544 @@
+// Decision speed of the REAL global scheduler (GlobalScheduler + createPolicy, no copy of
+// any policy logic) on a warm tree of over 1M tokens, driven the way the server drives it:
+// for each request `place` (timed on its own), then the worker's `slot-holds` report for a
+// rotating slot, then `complete` for the requests that fall out of the in-flight window.
+//
+//   node --expose-gc --import tsx bench/scheduler/scheduler.bench.ts [--seed N] [--salt N] [--quick]
+//
+// Fleet: 8 workers of one model, 200k tokens of KV each, Preble's A6000 / Mistral-7B time
+// model. Workloads (bench/workloads/): (a) ToolBench-like, 1000 shared ~2000-token prefixes
+// picked with Zipf(1.1), a unique ~200-token suffix each, Poisson arrivals; (b) the Mooncake
+// conversation trace (real arrivals, lengths and 512-token prefix blocks). Policies:
+// preble, cache-aware, and roundrobin as the floor.
+//
+// Each (workload, policy) arm runs in a fresh child process (same flags as this one), so no
+// arm inherits another's heap, garbage or JIT state; arms of a workload place the same
+// requests (same warm-up, same measured sample). Heap per tree token needs --expose-gc (the
+// script says whether it has it). Writes bench/results/scheduler.json and scheduler.md.
+// Measures; asserts nothing.
+import { execFileSync, fork } from "node:child_process";
+import { randomInt } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import os from "node:os";
+import { fileURLToPath } from "node:url";
+import { GlobalScheduler, type PlacementTicket } from "../../src/scheduler/global-scheduler.js";
+import { createPolicy } from "../../src/scheduler/registry.js";
+import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js";
+import { MOONCAKE_CONVERSATION_TRACE, mooncakeRequests, readMooncakeTrace } from "../workloads/mooncake.js";
+import type { WorkloadRequest } from "../workloads/tokens.js";
+import { TOOLBENCH_ZIPF_DEFAULTS, toolbenchZipf } from "../workloads/toolbench-zipf.js";
+
+const MODEL = "mistral-7b";
+const WORKERS = 8;
+const CAPACITY_TOKENS = 200_000;
+const TIME_MODEL = "a6000-mistral-7b";
+/** Requests in flight per worker on average: the oldest completes once the fleet has more. */
+const IN_FLIGHT_PER_WORKER = 4;
+const TREE_TARGET_TOKENS = 1_000_000;
+const TOOLBENCH_SLOTS = 256;
+const POLICIES = ["preble", "cache-aware", "roundrobin"] as const;
+const WORKLOADS = ["toolbench", "mooncake"] as const;
+type PolicyArm = (typeof POLICIES)[number];
+type WorkloadName = (typeof WORKLOADS)[number];
+
+interface WorkloadPlan {
+  /** Slots per worker (llama.cpp -np): what the slot-holds reports rotate over. */
+  slots: number;
+  warmupRequests: number;
+  measuredRequests: number;
+  describe: string;
+}
+
+/**
+ * Slots: a worker's view in the tree is the union of what its slots hold (a slot-holds
+ * report drops what the slot held before), bounded by its KV capacity. ToolBench prompts
+ * (~2200 tokens) share their prefixes, so a 200k-token worker holds the union of far more
+ * than 200k / 2200 prompts, as a radix cache does: 256 slots (its last 256 prompts) fill it
+ * to about its capacity and the tree past 1M tokens (96 slots leave it near 0.65M).
+ * Mooncake prompts are ~12k tokens (up to 126k): 16 slots and the capacity bound the view.
+ */
+function plan(workload: WorkloadName, quick: boolean, mooncakeRecords: number, toolbenchSlots = TOOLBENCH_SLOTS): WorkloadPlan {
+  if (workload === "toolbench") {
+    const o = TOOLBENCH_ZIPF_DEFAULTS;
+    return {
+      slots: toolbenchSlots,
+      warmupRequests: quick ? 3_000 : 5_000,
+      measuredRequests: quick ? 3_000 : 50_000,
+      describe: `ToolBench-like: ${o.prefixes} prefixes of ~${o.prefixTokens} tokens, Zipf a=${o.zipfA}, unique ~${o.suffixTokens}-token suffix, Poisson ${o.ratePerS} req/s`,
+    };
+  }
+  const warmupRequests = 1_000;
+  return {
+    slots: 16,
+    warmupRequests,
+    measuredRequests: quick ? 2_000 : mooncakeRecords - warmupRequests,
+    describe: `Mooncake conversation trace (${mooncakeRecords} records; trace arrivals; 512-token blocks from hash_ids)`,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// One arm, in a child process
+
+interface LatencySummary {
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+  mean: number;
+}
+
+interface ArmResult {
+  policy: PolicyArm;
+  workload: WorkloadName;
+  slotsPerWorker: number;
+  gcExposed: boolean;
+  warmup: { requests: number; treeTokens: number; treeNodes: number; reachedTarget: boolean; cachedTokensAllWorkers: number };
+  measured: {
+    requests: number;
+    promptTokensMean: number;
+    simulatedSeconds: number;
+    wallSeconds: number;
+    decisionsPerS: number;
+    cyclesPerS: number;
+    placeUs: LatencySummary;
+    cycleUs: LatencySummary;
+    timerOverheadNs: number;
+  };
+  tree: { tokens: number; nodes: number; cachedTokensAllWorkers: number; cachedTokensPerWorker: number[] };
+  heap: {
+    measured: boolean;
+    schedulerBytes?: number;
+    bytesPerTreeToken?: number;
+    slotMirrorBytes: number;
+    bytesPerTreeTokenWithoutMirror?: number;
+  };
+  reasons: Record<string, number>;
+  matchedFractionMean: number;
+  hitFractionMean: number;
+  hitTokenFraction: number;
+  placementShareMaxOverMean: number;
+}
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+/** JS heap plus ArrayBuffer backing stores (the tree's token segments are Int32Arrays, whose
+ *  storage lives outside the JS heap). */
+function heapUsed(): number {
+  gc?.();
+  gc?.();
+  const usage = process.memoryUsage();
+  return usage.heapUsed + usage.arrayBuffers;
+}
+
+function summarize(samplesNs: Float64Array): LatencySummary {
+  const sorted = Float64Array.from(samplesNs).sort();
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! / 1000;
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  return { p50: at(0.5), p90: at(0.9), p99: at(0.99), p999: at(0.999), max: sorted[sorted.length - 1]! / 1000, mean: sum / sorted.length / 1000 };
+}
+
+function requestsOf(workload: WorkloadName, seed: number, salt: number): Iterator<WorkloadRequest> {
+  if (workload === "toolbench") return toolbenchZipf({ seed, salt });
+  return mooncakeRequests(readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE), { seed, salt });
+}
+
+function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResult {
+  const { seed, salt, quick } = args;
+  const records = workload === "mooncake" ? readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE).length : 0;
+  const p = plan(workload, quick, records, args.toolbenchSlots);
+  const label = `${workload}/${policy}`;
+  const requests = requestsOf(workload, seed, salt);
+  const take = (): WorkloadRequest => {
+    const next = requests.next();
+    if (next.done) throw new Error(`${label}: the workload ran out of requests`);
+    return next.value;
+  };
+  // Measured-phase tallies, allocated before the heap baseline.
+  const placeNs = new Float64Array(p.measuredRequests);
+  const cycleNs = new Float64Array(p.measuredRequests);
+  const reasons: Record<string, number> = {};
+  const placements = new Float64Array(WORKERS);
+  let matchedFractionSum = 0;
+  let hitFractionSum = 0;
+  let hitTokens = 0;
+  let promptTokens = 0;
+  // The first request is drawn before the baseline: the generator's own tables are then
+  // allocated and stay out of the scheduler's heap.
+  let pending: WorkloadRequest | undefined = take();
+  const heapBefore = heapUsed();
+
+  const clock = { t: 0 };
+  const scheduler = new GlobalScheduler(createPolicy(policy), { now: () => clock.t });
+  const workerIds = Array.from({ length: WORKERS }, (_, i) => `gpu${i}`);
+  for (const id of workerIds) {
+    scheduler.addWorker({ id, modelId: MODEL, slots: p.slots, capacityTokens: CAPACITY_TOKENS, timeModel: new TimeModel(TIME_MODEL_PRESETS[TIME_MODEL]!) });
+  }
+  const tree = scheduler.tree(MODEL)!;
+  const workerIndex = new Map(workerIds.map((id, i) => [id, i]));
+  const nextSlot = new Int32Array(WORKERS);
+  const slotHolds: (readonly number[] | undefined)[][] = workerIds.map(() => new Array<number[] | undefined>(p.slots).fill(undefined));
+  const inFlightOn = new Int32Array(WORKERS);
+  const maxInFlight = IN_FLIGHT_PER_WORKER * WORKERS;
+  const inFlight: { ticket: PlacementTicket; hit: number; ttftMs: number; outputTokens: number }[] = [];
+  let inFlightHead = 0;
+
+  const completeOldest = (): void => {
+    const entry = inFlight[inFlightHead]!;
+    inFlight[inFlightHead++] = undefined!;
+    const { ticket, hit } = entry;
+    const n = ticket.request.tokens.length;
+    const model = scheduler.timeModel(ticket.workerId)!;
+    scheduler.complete(ticket, {
+      ok: true,
+      promptTokens: n,
+      cachedTokens: hit,
+      completionTokens: entry.outputTokens,
+      ttftMs: entry.ttftMs,
+      prefillMs: model.prefillMs(n - hit, n),
+      decodeMsPerToken: model.decodeMsPerToken(n + entry.outputTokens / 2),
+    });
+    inFlightOn[workerIndex.get(ticket.workerId)!]!--;
+    if (inFlightHead > 4096) {
+      inFlight.splice(0, inFlightHead);
+      inFlightHead = 0;
+    }
+  };
+
+  /** One request through place -> slot-holds -> complete; returns [place ns, cycle ns]. */
+  const serve = (request: WorkloadRequest, measure: boolean): [number, number] => {
+    clock.t = request.arrivalMs;
+    const placement = { modelId: MODEL, tokens: request.tokens, messageCount: 1, maxTokens: 256 };
+    // Untimed and read-only: what each worker holds of THIS prompt before the decision,
+    // for the per-request hit on the chosen worker and the modelled TTFT.
+    const before = tree.match(request.tokens);
+    const t0 = process.hrtime.bigint();
+    const ticket = scheduler.place(placement);
+    const t1 = process.hrtime.bigint();
+    if (!ticket) throw new Error(`${label}: no placement`);
+    const w = workerIndex.get(ticket.workerId)!;
+    const slot = nextSlot[w]!;
+    nextSlot[w] = (slot + 1) % p.slots;
+    slotHolds[w]![slot] = request.tokens;
+    const hit = before.perWorker.get(ticket.workerId) ?? 0;
+    const n = request.tokens.length;
+    // Modelled TTFT: this prefill, queued behind the worker's requests in flight.
+    const ttftMs = scheduler.timeModel(ticket.workerId)!.prefillMs(n - hit, n) * (1 + inFlightOn[w]!);
+    const t2 = process.hrtime.bigint();
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot, tokens: request.tokens });
+    inFlight.push({ ticket, hit, ttftMs, outputTokens: request.outputTokens });
+    inFlightOn[w]!++;
+    while (inFlight.length - inFlightHead > maxInFlight) completeOldest();
+    const t3 = process.hrtime.bigint();
+    if (measure) {
+      reasons[ticket.placement.reason] = (reasons[ticket.placement.reason] ?? 0) + 1;
+      placements[w]!++;
+      matchedFractionSum += ticket.placement.matchedTokens / n;
+      hitFractionSum += hit / n;
+      hitTokens += hit;
+      promptTokens += n;
+    }
+    return [Number(t1 - t0), Number(t1 - t0) + Number(t3 - t2)];
+  };
+
+  const progress = (phase: string, done: number, total: number) =>
+    process.stderr.write(`  [${label}] ${phase} ${done}/${total}: tree ${(tree.tokenCount / 1e6).toFixed(2)}M tokens, ${tree.nodeCount} nodes\n`);
+
+  // Warm-up: the same cycle, untimed, until the tree is large (and the JIT is warm).
+  for (let i = 0; i < p.warmupRequests; i++) {
+    const request = pending ?? take();
+    pending = undefined;
+    serve(request, false);
+    if ((i + 1) % Math.ceil(p.warmupRequests / 2) === 0) progress("warm-up", i + 1, p.warmupRequests);
+  }
+  const cachedAll = () => workerIds.reduce((sum, id) => sum + tree.cachedTokens(id), 0);
+  const warmup = { requests: p.warmupRequests, treeTokens: tree.tokenCount, treeNodes: tree.nodeCount, reachedTarget: tree.tokenCount >= TREE_TARGET_TOKENS, cachedTokensAllWorkers: cachedAll() };
+
+  // Heap of everything the scheduler keeps, the tree and its slot mirror (the prompts it
+  // was told each slot holds: shared with the requests in flight).
+  const heapAfter = heapUsed();
+  const mirror = new Set<readonly number[]>();
+  for (const slots of slotHolds) for (const tokens of slots) if (tokens) mirror.add(tokens);
+  for (let i = inFlightHead; i < inFlight.length; i++) mirror.add(inFlight[i]!.ticket.request.tokens);
+  let slotMirrorBytes = 0;
+  for (const tokens of mirror) slotMirrorBytes += 16 + 8 * tokens.length;
+  const schedulerBytes = heapAfter - heapBefore;
+
+  // Timer overhead: two back-to-back reads.
+  const overhead = new Float64Array(10_000);
+  for (let i = 0; i < overhead.length; i++) {
+    const a = process.hrtime.bigint();
+    overhead[i] = Number(process.hrtime.bigint() - a);
+  }
+  const timerOverheadNs = summarize(overhead).p50 * 1000;
+
+  const firstArrivalMs = clock.t;
+  const wallStart = performance.now();
+  for (let i = 0; i < p.measuredRequests; i++) {
+    const [place, cycle] = serve(take(), true);
+    placeNs[i] = place;
+    cycleNs[i] = cycle;
+    if ((i + 1) % Math.ceil(p.measuredRequests / 4) === 0) progress("measured", i + 1, p.measuredRequests);
+  }
+  const wallSeconds = (performance.now() - wallStart) / 1000;
+  let placeTotal = 0;
+  let cycleTotal = 0;
+  for (let i = 0; i < p.measuredRequests; i++) {
+    placeTotal += placeNs[i]!;
+    cycleTotal += cycleNs[i]!;
+  }
+  const n = p.measuredRequests;
+  const meanPlacements = n / WORKERS;
+  return {
+    policy,
+    workload,
+    slotsPerWorker: p.slots,
+    gcExposed: gc !== undefined,
+    warmup,
+    measured: {
+      requests: n,
+      promptTokensMean: promptTokens / n,
+      simulatedSeconds: (clock.t - firstArrivalMs) / 1000,
+      wallSeconds,
+      decisionsPerS: n / (placeTotal / 1e9),
+      cyclesPerS: n / (cycleTotal / 1e9),
+      placeUs: summarize(placeNs),
+      cycleUs: summarize(cycleNs),
+      timerOverheadNs,
+    },
+    tree: { tokens: tree.tokenCount, nodes: tree.nodeCount, cachedTokensAllWorkers: cachedAll(), cachedTokensPerWorker: workerIds.map((id) => tree.cachedTokens(id)) },
+    heap: {
+      measured: gc !== undefined,
+      ...(gc !== undefined
+        ? {
+            schedulerBytes,
+            bytesPerTreeToken: schedulerBytes / warmup.treeTokens,
+            bytesPerTreeTokenWithoutMirror: (schedulerBytes - slotMirrorBytes) / warmup.treeTokens,
+          }
+        : {}),
+      slotMirrorBytes,
+    },
+    reasons: Object.fromEntries(Object.entries(reasons).map(([reason, count]) => [reason, count / n])),
+    matchedFractionMean: matchedFractionSum / n,
+    hitFractionMean: hitFractionSum / n,
+    hitTokenFraction: hitTokens / promptTokens,
+    placementShareMaxOverMean: Math.max(...placements) / meanPlacements,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parent: runs every arm in a child, writes the results
+
+interface Args {
+  seed: number;
+  salt: number;
+  quick: boolean;
+  toolbenchSlots: number;
+  arm: string | undefined;
+}
+
+function parseArgs(argv: readonly string[]): Args {
+  const value = (flag: string): string | undefined => {
+    const i = argv.indexOf(flag);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const int = (flag: string, fallback: number): number => {
+    const raw = value(flag);
+    if (raw === undefined) return fallback;
+    const parsed = Number(raw);
+    if (!Number.isSafeInteger(parsed) || parsed < 0) throw new Error(`${flag} needs a non-negative integer, got ${raw}`);
+    return parsed;
+  };
+  // A fresh salt per run unless one is given (DESIGN.md section 7).
+  return {
+    seed: int("--seed", 1),
+    salt: int("--salt", randomInt(2 ** 31)),
+    quick: argv.includes("--quick"),
+    toolbenchSlots: int("--toolbench-slots", TOOLBENCH_SLOTS),
+    arm: value("--arm"),
+  };
+}
+
+function runChild(args: Args, policy: PolicyArm, workload: WorkloadName): Promise<ArmResult> {
+  const script = fileURLToPath(import.meta.url);
+  const childArgs = [
+    ...["--arm", `${workload}/${policy}`, "--seed", String(args.seed), "--salt", String(args.salt), "--toolbench-slots", String(args.toolbenchSlots)],
+    ...(args.quick ? ["--quick"] : []),
+  ];
+  return new Promise((resolve, reject) => {
+    let result: ArmResult | undefined;
+    const child = fork(script, childArgs, { execArgv: process.execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    child.on("message", (message) => {
+      result = message as ArmResult;
+    });
+    child.on("error", reject);
+    child.on("exit", (code) => (code === 0 && result ? resolve(result) : reject(new Error(`arm ${workload}/${policy} exited with ${code}`))));
+  });
+}
+
+function gitCommit(): string {
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+    // Tracked files the measured code is built from, changed since the commit.
+    const changed = execFileSync("git", ["diff", "--name-only", "HEAD", "--", "src/scheduler", "src/common"], { encoding: "utf8" }).trim();
+    return changed === "" ? commit : `${commit} + uncommitted changes to ${changed.split("\n").join(", ")}`;
+  } catch {
+    return "unknown";
+  }
+}
+
+const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const pct = (value: number) => (value > 0 && value < 0.0001 ? "<0.01%" : `${(value * 100).toFixed(value > 0 && value < 0.01 ? 2 : 1)}%`);
+
+/** The command as a person would type it: tsx's own loader flags read as `--import tsx`. */
+function commandLine(): string {
+  const flags: string[] = [];
+  let viaTsx = false;
+  const execArgv = process.execArgv;
+  for (let i = 0; i < execArgv.length; i++) {
+    const flag = execArgv[i]!;
+    const next = execArgv[i + 1];
+    if ((flag === "--require" || flag === "--import") && next !== undefined && /[\\/]tsx[\\/]|^tsx$/.test(next)) {
+      viaTsx = true;
+      i++;
+    } else flags.push(flag);
+  }
+  if (viaTsx) flags.push("--import", "tsx");
+  const script = process.argv[1]?.replace(`${process.cwd()}/`, "") ?? "bench/scheduler/scheduler.bench.ts";
+  return ["node", ...flags, script, ...process.argv.slice(2)].join(" ");
+}
+
+interface Report {
+  machine: string;
+  node: string;
+  commit: string;
+  command: string;
+  seed: number;
+  salt: number;
+  gcExposed: boolean;
+  workloads: Record<string, WorkloadPlan>;
+  arms: ArmResult[];
+  totalSeconds: number;
+}
+
+function markdown(report: Report): string {
+  const lines = [
+    "# Global scheduler: decision speed on a warm tree",
+    "",
+    `Machine: ${report.machine}; Node ${report.node}; commit ${report.commit}; seed ${report.seed}, salt ${report.salt}; ${fmt(report.totalSeconds)} s in all.`,
+    "",
+    `Command: \`${report.command}\``,
+    "",
+    `Fleet: ${WORKERS} workers of one model x ${fmt(CAPACITY_TOKENS)} tokens of KV, time model \`${TIME_MODEL}\`; the oldest request completes once more than ` +
+      `${IN_FLIGHT_PER_WORKER * WORKERS} are in flight (${IN_FLIGHT_PER_WORKER} per worker on average). Each arm runs in a fresh process; the arms of a workload place the same requests.`,
+    "",
+    ...Object.entries(report.workloads).map(
+      ([name, w]) => `- ${name}: ${w.describe}; ${w.slots} slots per worker; warm-up ${fmt(w.warmupRequests)} requests, then ${fmt(w.measuredRequests)} measured.`,
+    ),
+    "",
+    "| workload | policy | n | decisions/s | cycles/s | place p50 / p99 / max (us) | tree tokens / nodes | heap B per tree token (w/o slot mirror) | reasons | matched | hit on chosen |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+  ];
+  for (const arm of report.arms) {
+    const m = arm.measured;
+    const heap = arm.heap.bytesPerTreeToken === undefined ? "no gc" : `${fmt(arm.heap.bytesPerTreeToken, 1)} (${fmt(arm.heap.bytesPerTreeTokenWithoutMirror!, 1)})`;
+    const reasons = Object.entries(arm.reasons)
+      .sort((a, b) => b[1] - a[1])
+      .map(([reason, share]) => `${reason} ${pct(share)}`)
+      .join(", ");
+    lines.push(
+      `| ${arm.workload} | ${arm.policy} | ${fmt(m.requests)} | ${fmt(m.decisionsPerS)} | ${fmt(m.cyclesPerS)} | ${fmt(m.placeUs.p50, 1)} / ${fmt(m.placeUs.p99, 1)} / ${fmt(m.placeUs.max)} | ` +
+        `${fmt(arm.warmup.treeTokens)} / ${fmt(arm.warmup.treeNodes)} | ${heap} | ${reasons} | ${pct(arm.matchedFractionMean)} | ${pct(arm.hitFractionMean)} |`,
+    );
+  }
+  const short = report.arms.filter((arm) => !arm.warmup.reachedTarget);
+  lines.push(
+    "",
+    "- decisions/s = measured requests / summed `place` time (each call timed on its own with process.hrtime.bigint); " +
+      "cycles/s adds the `slot-holds` report and the `complete` calls each placement triggers (which pass prefillMs and decodeMsPerToken, so the time models refit online).",
+    "- Tree tokens (distinct) and nodes at the end of the warm-up, where the heap is measured: JS heap + ArrayBuffers after vs before building the scheduler, " +
+      (report.gcExposed ? "with gc() before each reading" : "NOT measured: gc was not exposed (run with node --expose-gc)") +
+      ". Most of it is the slot mirror, the prompts the scheduler keeps per slot as number[] (8 B per token); in parentheses, the rest (the tree).",
+    "- matched = Preble's matched / prompt (the longest prefix cached on any worker); hit on chosen = the part of the prompt the chosen worker held; per-request means.",
+    ...(short.length > 0
+      ? [
+          `- Below ${fmt(TREE_TARGET_TOKENS)} distinct tokens after the warm-up: ${short
+            .map((arm) => `${arm.workload}/${arm.policy} (${fmt(arm.warmup.treeTokens)} distinct, ${fmt(arm.warmup.cachedTokensAllWorkers)} summed over workers: it keeps the same prefixes on several workers)`)
+            .join("; ")}.`,
+        ]
+      : []),
+    `- Target (issue): >= 100,000 decisions/s with p99 < 100 us on ToolBench. Max latencies include GC pauses.`,
+    "",
+  );
+  return lines.join("\n");
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  if (args.arm !== undefined) {
+    const [workload, policy] = args.arm.split("/") as [WorkloadName, PolicyArm];
+    if (!WORKLOADS.includes(workload) || !POLICIES.includes(policy)) throw new Error(`unknown arm ${args.arm}`);
+    const result = runArm(policy, workload, args);
+    // Run by hand (e.g. under --cpu-prof) there is no parent: print the result instead.
+    if (process.send === undefined) console.log(JSON.stringify(result, null, 2));
+    else await new Promise<void>((resolve, reject) => process.send!(result, (error: Error | null) => (error ? reject(error) : resolve())));
+    return;
+  }
+  const started = performance.now();
+  const cpus = os.cpus();
+  const machine = `${cpus[0]?.model ?? "unknown CPU"} x ${cpus.length}`;
+  const command = commandLine();
+  console.log(`scheduler bench: ${machine}, Node ${process.version}, seed ${args.seed}, salt ${args.salt}${args.quick ? ", quick" : ""}`);
+  console.log(
+    gc
+      ? "gc is exposed: heap per tree token is measured"
+      : "gc is NOT exposed: heap per tree token is not measured (run with node --expose-gc --import tsx bench/scheduler/scheduler.bench.ts)",
+  );
+  const loadBefore = os.loadavg();
+  const arms: ArmResult[] = [];
+  for (const workload of WORKLOADS) {
+    for (const policy of POLICIES) {
+      console.log(`${workload}/${policy}: running`);
+      const arm = await runChild(args, policy, workload);
+      arms.push(arm);
+      const m = arm.measured;
+      console.log(
+        `${workload}/${policy}: ${fmt(m.decisionsPerS)} decisions/s, ${fmt(m.cyclesPerS)} cycles/s, place p50 ${fmt(m.placeUs.p50, 1)} us, p99 ${fmt(m.placeUs.p99, 1)} us, ` +
+          `max ${fmt(m.placeUs.max)} us (n=${m.requests}); tree ${fmt(arm.warmup.treeTokens)} tokens`,
+      );
+    }
+  }
+  const totalSeconds = (performance.now() - started) / 1000;
+  const report = {
+    benchmark: "scheduler",
+    date: new Date().toISOString(),
+    machine,
+    cpuModel: cpus[0]?.model ?? "unknown",
+    cpuCount: cpus.length,
+    node: process.version,
+    commit: gitCommit(),
+    command,
+    seed: args.seed,
+    salt: args.salt,
+    quick: args.quick,
+    gcExposed: gc !== undefined,
+    loadAverage: { before: loadBefore, after: os.loadavg() },
+    fleet: { workers: WORKERS, capacityTokensPerWorker: CAPACITY_TOKENS, timeModel: TIME_MODEL, inFlightPerWorker: IN_FLIGHT_PER_WORKER, treeTargetTokens: TREE_TARGET_TOKENS },
+    workloads: Object.fromEntries(
+      WORKLOADS.map((workload) => {
+        const records = workload === "mooncake" ? readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE).length : 0;
+        return [workload, plan(workload, args.quick, records, args.toolbenchSlots)];
+      }),
+    ),
+    target: { workload: "toolbench", decisionsPerS: 100_000, p99Us: 100 },
+    totalSeconds,
+    arms,
+  };
+  const results = fileURLToPath(new URL("../results/", import.meta.url));
+  writeFileSync(`${results}scheduler.json`, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(`${results}scheduler.md`, markdown(report));
+  console.log(`wrote bench/results/scheduler.json and bench/results/scheduler.md (${fmt(totalSeconds)} s)`);
+}
+
+await main();
