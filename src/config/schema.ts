@@ -90,6 +90,15 @@ export const ConfigSchema = Type.Object(
       },
       { ...closed, default: {} },
     ),
+    spill: Type.Object(
+      {
+        budgetBytes: Type.Integer({ minimum: 0, default: 512 * 1024 * 1024, description: "Bytes of spilled KV states each worker keeps in host memory (0 = never spill)." }),
+        minTokens: Type.Integer({ minimum: 1, default: 64, description: "Only an evicted part of at least this many tokens is saved." }),
+        recentMs: Type.Integer({ minimum: 0, default: 600_000, description: "Only slot content used within this many ms is saved." }),
+        dir: Type.String({ default: "", description: "Folder for state files; empty = /dev/shm where it exists, else the OS temp folder." }),
+      },
+      { ...closed, default: {} },
+    ),
     prompt: Type.Object(
       {
         threads: Type.Integer({ minimum: 1, maximum: 64, default: 1, description: "Threads that render chat templates and tokenize, off the event loop." }),

@@ -3,6 +3,8 @@
 import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
 import type {
+  ExportResult,
+  ImportResult,
   FinishReason,
   GenerationControl,
   GenerationEvent,
@@ -97,6 +99,16 @@ export class EngineWorker {
   /** Times the worker in one idle slot, which is left empty (src/engine/calibration.ts). */
   profile(options: Omit<ProfileTask, "kind"> = {}): Promise<ProfileResult> {
     return this.run({ ...options, kind: "profile" }) as Promise<ProfileResult>;
+  }
+
+  /** Saves a prefix this worker holds for another worker; null when it holds it nowhere idle. */
+  async exportPrefix(tokens: readonly number[]): Promise<ExportResult | null> {
+    return (await this.run({ kind: "export-prefix", tokens: [...tokens] })) as ExportResult | null;
+  }
+
+  /** Takes in another worker's exported state; rejects when it was made for another model or context. */
+  async importState(file: string): Promise<ImportResult> {
+    return (await this.run({ kind: "import-state", file })) as ImportResult;
   }
 
   /** Frees the model and stops the thread. Call only once no generation is running. */

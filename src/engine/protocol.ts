@@ -21,6 +21,19 @@ export interface WorkerInit {
   gpu: GpuSetting;
   /** The local scheduler's settings (scheduler.local in config.yml). */
   local: LocalSchedulerSettings;
+  /** Spilled KV states (spill in config.yml). */
+  spill: SpillSettings;
+}
+
+export interface SpillSettings {
+  /** Bytes of spilled states a worker keeps (0 = never spill). */
+  budgetBytes: number;
+  /** Only an evicted part at least this long is worth saving. */
+  minTokens: number;
+  /** Only content used within this many ms is worth saving. */
+  recentMs: number;
+  /** Folder for state files ("" = /dev/shm where it exists, else the OS temp folder). */
+  dir: string;
 }
 
 export interface LocalSchedulerSettings {
@@ -71,7 +84,30 @@ export interface ProfileTask {
   seed?: number;
 }
 
-export type WorkerTask = LoadTask | GenerateTask | DisposeTask | ProfileTask;
+/** Save the KV state of a prefix this worker holds (idle slot or spilled) for another worker. */
+export interface ExportPrefixTask {
+  kind: "export-prefix";
+  tokens: number[];
+}
+
+/** Take in a state file exported by another worker (refused unless model and context match). */
+export interface ImportStateTask {
+  kind: "import-state";
+  file: string;
+}
+
+export interface ExportResult {
+  file: string;
+  /** Tokens the exported state holds (at least the requested prefix). */
+  tokens: number;
+  bytes: number;
+}
+
+export interface ImportResult {
+  tokens: number;
+}
+
+export type WorkerTask = LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask;
 
 /** What a profile measured, in milliseconds. */
 export interface ProfileResult {
@@ -96,11 +132,13 @@ export interface LoadResult {
   slots: number;
   trainContextSize: number;
   loadMs: number;
+  /** The model file's identity (model-fingerprint.ts): state files carry it. */
+  modelFingerprint: string;
 }
 
 /** Worker -> host, on the generation's port. */
 export type GenerationEvent =
-  | { type: "started"; slot: number; cachedTokens: number; queueMs: number }
+  | { type: "started"; slot: number; cachedTokens: number; queueMs: number; restoredTokens: number }
   | { type: "text"; text: string }
   /** Last event of every generation: everything before it has been delivered. */
   | { type: "done" };
@@ -116,6 +154,8 @@ export interface GenerationResult {
   promptTokens: number;
   /** Prompt tokens the slot's KV already held: not evaluated again for this request. */
   cachedTokens: number;
+  /** Of those, the tokens loaded back from a spilled (or copied) state rather than kept in the slot. */
+  restoredTokens: number;
   completionTokens: number;
   slot: number;
   queueMs: number;

@@ -1,5 +1,7 @@
 // A worker: one llama.cpp model and one context with N sequences (slots), living in its own
 // piscina thread. Tasks: load, generate (streams over a MessagePort), dispose.
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
 import { workerData } from "node:worker_threads";
 import {
   getLlama,
@@ -11,7 +13,14 @@ import {
   type Llama,
   type Token,
 } from "node-llama-cpp";
+import { commonPrefixLength } from "../common/tokens.js";
+import { modelFingerprint } from "./model-fingerprint.js";
+import { defaultStateDir, StateStore } from "./state-store.js";
 import type {
+  ExportPrefixTask,
+  ExportResult,
+  ImportResult,
+  ImportStateTask,
   GenerateTask,
   GenerationControl,
   GenerationEvent,
@@ -37,12 +46,18 @@ interface Engine {
   sequences: LlamaContextSequence[];
   completions: LlamaCompletion[];
   slots: LocalScheduler;
+  store: StateStore;
   loaded: LoadResult;
 }
 
+/** A restore must save at least this many tokens over what the slot keeps to be worth a load. */
+const MIN_RESTORE_GAIN = 16;
+
 let engine: Promise<Engine> | undefined;
 
-export default async function handleTask(task: WorkerTask): Promise<LoadResult | GenerationResult | ProfileResult | null> {
+export default async function handleTask(
+  task: WorkerTask,
+): Promise<LoadResult | GenerationResult | ProfileResult | ExportResult | ImportResult | null> {
   switch (task.kind) {
     case "load":
       return (await loadEngine()).loaded;
@@ -53,6 +68,10 @@ export default async function handleTask(task: WorkerTask): Promise<LoadResult |
       return null;
     case "profile":
       return profile(await loadEngine(), task);
+    case "export-prefix":
+      return exportPrefix(await loadEngine(), task);
+    case "import-state":
+      return importState(await loadEngine(), task);
     default:
       return task satisfies never;
   }
@@ -84,9 +103,15 @@ async function createEngine(): Promise<Engine> {
   });
   const sequences = Array.from({ length: init.slots }, () => context.getSequence());
   const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
+  const fingerprint = await modelFingerprint(init.modelPath);
+  const store = new StateStore(
+    join(init.spill.dir || defaultStateDir(), `radixgate-${process.pid}-${init.workerId}`),
+    { modelFingerprint: fingerprint, contextSize: context.contextSize, slots: init.slots },
+    init.spill.budgetBytes,
+  );
   const slots = new LocalScheduler(
     { slots: init.slots, priorityGroups: init.local.priorityGroups, quotaPerGroup: init.local.quotaPerGroup },
-    { tokensOfSlot: (slot) => sequences[slot]?.contextTokens ?? [] },
+    { tokensOfSlot: (slot) => sequences[slot]?.contextTokens ?? [], spilledPrefix: (tokens) => store.bestPrefix(tokens)?.length ?? 0 },
   );
   const loaded: LoadResult = {
     workerId: init.workerId,
@@ -95,14 +120,16 @@ async function createEngine(): Promise<Engine> {
     slots: init.slots,
     trainContextSize: model.trainContextSize,
     loadMs: performance.now() - started,
+    modelFingerprint: fingerprint,
   };
-  return { llama, model, context, sequences, completions, slots, loaded };
+  return { llama, model, context, sequences, completions, slots, store, loaded };
 }
 
 async function disposeEngine(): Promise<void> {
   if (!engine) return;
-  const { llama, model, context } = await engine;
+  const { llama, model, context, store } = await engine;
   engine = undefined;
+  await store.clear();
   await context.dispose();
   await model.dispose();
   await llama.dispose();
@@ -128,11 +155,12 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
   try {
     const sequence = engine.sequences[slot]!;
     const completion = engine.completions[slot]!;
+    const restoredTokens = await reuseSpilledState(engine, slot, tokens);
     // LlamaCompletion re-evaluates from the first token that differs, but always evaluates the
     // last prompt token itself (it needs its logits): so at most tokens.length - 1 are reused.
     const cachedTokens = Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
     const startedAt = performance.now();
-    send({ type: "started", slot, cachedTokens, queueMs: startedAt - queuedAt });
+    send({ type: "started", slot, cachedTokens, queueMs: startedAt - queuedAt, restoredTokens });
     let firstTokenAt: number | undefined;
     let completionTokens = 0;
     const stops = new StopSequenceFilter(sampling.stop);
@@ -168,6 +196,7 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
       finishReason: stops.stopped ? "stop" : finishReason(metadata.stopReason),
       promptTokens: tokens.length,
       cachedTokens,
+      restoredTokens,
       completionTokens,
       slot,
       queueMs: startedAt - queuedAt,
@@ -195,7 +224,59 @@ async function profile(engine: Engine, task: ProfileTask): Promise<ProfileResult
 }
 
 function cancelledInQueue(promptTokens: number, queueMs: number): GenerationResult {
-  return { text: "", finishReason: "cancelled", promptTokens, cachedTokens: 0, completionTokens: 0, slot: -1, queueMs, prefillMs: 0, totalMs: queueMs };
+  return { text: "", finishReason: "cancelled", promptTokens, cachedTokens: 0, restoredTokens: 0, completionTokens: 0, slot: -1, queueMs, prefillMs: 0, totalMs: queueMs };
+}
+
+/**
+ * Before a request runs in `slot`: save what the slot is about to lose when it is worth
+ * keeping (long enough, used recently enough), then load back a spilled or copied state
+ * when it holds clearly more of the prompt than the slot does. Returns the tokens restored.
+ */
+async function reuseSpilledState(engine: Engine, slot: number, tokens: readonly number[]): Promise<number> {
+  if (init.spill.budgetBytes <= 0) return 0;
+  const sequence = engine.sequences[slot]!;
+  const held = sequence.contextTokens;
+  const kept = commonPrefixLength(held, tokens);
+  const recent = Date.now() - engine.slots.lastUsedMs(slot) <= init.spill.recentMs;
+  if (held.length - kept >= init.spill.minTokens && recent && !engine.store.covers(held)) {
+    await engine.store.spill(held, (file) => sequence.saveStateToFile(file));
+  }
+  const stored = engine.store.bestPrefix(tokens);
+  if (!stored || stored.length < kept + MIN_RESTORE_GAIN) return 0;
+  await sequence.loadStateFromFile(stored.entry.file, { acceptRisk: true });
+  engine.store.touch(stored.entry);
+  return stored.length - kept;
+}
+
+/** Saves a prefix this worker holds, from an idle slot or its store, for another worker to import. */
+async function exportPrefix(engine: Engine, task: ExportPrefixTask): Promise<ExportResult | null> {
+  const covers = (held: readonly number[]) => held.length >= task.tokens.length && commonPrefixLength(held, task.tokens) === task.tokens.length;
+  let entry = engine.store.bestPrefix(task.tokens);
+  if (!entry || entry.length < task.tokens.length) {
+    const slot = engine.slots.reserveIdle((slot) => covers(engine.sequences[slot]!.contextTokens));
+    if (slot === undefined) return null;
+    try {
+      const sequence = engine.sequences[slot]!;
+      const saved = await engine.store.spill(sequence.contextTokens, (file) => sequence.saveStateToFile(file));
+      if (!saved) return null;
+      entry = { entry: saved, length: task.tokens.length };
+    } finally {
+      engine.slots.release(slot);
+    }
+  }
+  const file = await engine.store.export(entry.entry, join(init.spill.dir || defaultStateDir(), `radixgate-${process.pid}-copies`));
+  return { file, tokens: entry.entry.tokens.length, bytes: entry.entry.bytes };
+}
+
+/** Adopts another worker's exported state into this worker's store (then removes the export). */
+async function importState(engine: Engine, task: ImportStateTask): Promise<ImportResult> {
+  try {
+    const entry = await engine.store.adopt(task.file);
+    return { tokens: entry?.tokens.length ?? 0 };
+  } finally {
+    await rm(task.file, { force: true });
+    await rm(`${task.file}.json`, { force: true });
+  }
 }
 
 /**

@@ -52,7 +52,7 @@ interface Waiting {
 
 export class LocalScheduler {
   private readonly busy: boolean[];
-  private readonly lastUsedMs: number[];
+  private readonly lastUsedMs_: number[];
   private waiting: Waiting[] = [];
   /** Round-robin state: the group served now and what each group admitted in this pass. */
   private currentGroup: number;
@@ -64,7 +64,7 @@ export class LocalScheduler {
     private readonly sources: PrefixSources,
   ) {
     this.busy = new Array<boolean>(options.slots).fill(false);
-    this.lastUsedMs = new Array<number>(options.slots).fill(-Infinity);
+    this.lastUsedMs_ = new Array<number>(options.slots).fill(-Infinity);
     this.admittedInPass = new Array<number>(options.priorityGroups).fill(0);
     this.currentGroup = options.priorityGroups - 1;
     this.now = options.now ?? Date.now;
@@ -76,6 +76,25 @@ export class LocalScheduler {
 
   get waitingCount(): number {
     return this.waiting.length;
+  }
+
+  /** When the slot last finished a request (-Infinity if never). */
+  lastUsedMs(slot: number): number {
+    return this.lastUsedMs_[slot] ?? -Infinity;
+  }
+
+  /**
+   * Reserves the first idle slot that satisfies `accept` (for work outside the queue, such as
+   * exporting its state); release() it afterwards. undefined when none qualifies.
+   */
+  reserveIdle(accept: (slot: number) => boolean): number | undefined {
+    for (let slot = 0; slot < this.options.slots; slot++) {
+      if (!this.busy[slot] && accept(slot)) {
+        this.busy[slot] = true;
+        return slot;
+      }
+    }
+    return undefined;
   }
 
   /** Longest prefix of `tokens` this worker holds, in a slot or spilled. */
@@ -114,7 +133,7 @@ export class LocalScheduler {
 
   release(slot: number): void {
     this.busy[slot] = false;
-    this.lastUsedMs[slot] = this.now();
+    this.lastUsedMs_[slot] = this.now();
     this.dispatch();
   }
 
@@ -161,7 +180,7 @@ export class LocalScheduler {
     for (let slot = 0; slot < this.options.slots; slot++) {
       if (this.busy[slot]) continue;
       const sharedPrefix = commonPrefixLength(this.sources.tokensOfSlot(slot), tokens);
-      const lastUsed = this.lastUsedMs[slot]!;
+      const lastUsed = this.lastUsedMs_[slot]!;
       if (!best || sharedPrefix > best.sharedPrefix || (sharedPrefix === best.sharedPrefix && lastUsed < bestLastUsed)) {
         best = { slot, sharedPrefix };
         bestLastUsed = lastUsed;

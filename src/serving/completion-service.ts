@@ -5,7 +5,7 @@ import type { PromptPreparer } from "../engine/prompt-preparer.js";
 import type { ChatTurn } from "../engine/prompt-protocol.js";
 import type { GenerationResult, SamplingParams } from "../engine/protocol.js";
 import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-scheduler.js";
-import type { Placement, PlacementRequest } from "../scheduler/types.js";
+import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";
 import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
 
@@ -42,6 +42,9 @@ export interface ChatOutcome extends GenerationResult {
 }
 
 export class CompletionService {
+  /** The prefix copies run so far, newest last (metrics and logs read it; bounded). */
+  readonly copies = new BoundedLog<CopyAction & { ok: boolean; error?: string }>(100);
+
   constructor(
     private readonly fleet: Fleet,
     private readonly preparer: PromptPreparer,
@@ -80,6 +83,9 @@ export class CompletionService {
     const ticket = this.place(request, job.pinnedWorkerId);
     const worker = this.fleet.get(ticket.workerId)!;
     const placedAt = this.now();
+    // Hot-prefix replication: the policy judged copying the prefix's KV cheaper than
+    // recomputing it on the new worker, so the copy runs first and the request then finds it.
+    for (const copy of ticket.placement.copies ?? []) await this.copyPrefix(copy);
     let ttftMs: number | undefined;
     let cachedTokens = 0;
     let result: GenerationResult | undefined;
@@ -117,6 +123,20 @@ export class CompletionService {
     }
   }
 
+  /** Executes a copy action; a failed copy only costs the recompute it meant to save. */
+  private async copyPrefix(copy: CopyAction): Promise<void> {
+    const from = this.fleet.get(copy.fromWorkerId);
+    const to = this.fleet.get(copy.toWorkerId);
+    if (!from || !to) return;
+    try {
+      const exported = await from.engine.exportPrefix(copy.tokens);
+      if (exported) await to.engine.importState(exported.file);
+      this.copies.push({ ...copy, ok: exported !== null });
+    } catch (error) {
+      this.copies.push({ ...copy, ok: false, error: (error as Error).message });
+    }
+  }
+
   private place(request: PlacementRequest, pinnedWorkerId: string | undefined): PlacementTicket {
     if (pinnedWorkerId !== undefined) {
       const worker = this.fleet.get(pinnedWorkerId);
@@ -141,4 +161,22 @@ export class CompletionService {
 function decodeMsPerToken(result: GenerationResult): number | undefined {
   if (result.completionTokens < 2) return undefined;
   return (result.totalMs - result.queueMs - result.prefillMs) / (result.completionTokens - 1);
+}
+
+/** The last `capacity` items pushed. */
+export class BoundedLog<T> {
+  private readonly items: T[] = [];
+  total = 0;
+
+  constructor(private readonly capacity: number) {}
+
+  push(item: T): void {
+    this.items.push(item);
+    if (this.items.length > this.capacity) this.items.shift();
+    this.total++;
+  }
+
+  recent(): readonly T[] {
+    return this.items;
+  }
 }

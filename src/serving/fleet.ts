@@ -40,6 +40,7 @@ export class Fleet {
           threads: model.threads,
           gpu: model.gpu,
           local: config.scheduler.local,
+          spill: config.spill,
         });
         workers.push({ engine, modelId: model.id });
       }

@@ -2,6 +2,7 @@
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   calibrate,
@@ -25,7 +26,7 @@ let profiles = 0;
 
 beforeAll(async () => {
   const modelPath = await ensureModel("tiny");
-  init = { workerId: "w0", modelPath, slots: 2, contextSize: 1024, batchSize: 256, threads: 1, gpu: false, local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 } };
+  init = workerInit(modelPath);
   worker = new EngineWorker(init);
   const loaded = await worker.start();
   identity = await calibrationIdentity(init, loaded);

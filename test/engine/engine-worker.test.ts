@@ -1,4 +1,5 @@
 // The worker and prompt threads against real llama.cpp on the tiny model.
+import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EngineWorker } from "../../src/engine/engine-worker.js";
 import { PromptPreparer } from "../../src/engine/prompt-preparer.js";
@@ -12,7 +13,7 @@ let preparer: PromptPreparer;
 beforeAll(async () => {
   const modelPath = await ensureModel("tiny");
   preparer = new PromptPreparer([{ id: "tiny", path: modelPath }], 1);
-  worker = new EngineWorker({ workerId: "w0", modelPath, slots: 2, contextSize: 1024, batchSize: 256, threads: 1, gpu: false, local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 } });
+  worker = new EngineWorker(workerInit(modelPath));
   await worker.start();
 });
 

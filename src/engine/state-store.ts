@@ -1,0 +1,155 @@
+// A worker's store of spilled KV states: prefixes evicted from its slots, saved with
+// node-llama-cpp's `saveStateToFile` into host memory (/dev/shm where it exists), kept LRU
+// within a byte budget, and loaded back into a slot instead of recomputing them. Copies of a
+// hot prefix from another worker arrive here too (`adopt`).
+//
+// Every state file has a sidecar `.json` with what it may only be loaded into: the model
+// file's fingerprint, the context size per slot and the slot count. node-llama-cpp loads a
+// state from a same-shaped model without complaint (and the result is garbage, or a crash),
+// so a mismatch is refused here, always.
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { copyFile, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
+
+export interface StateIdentity {
+  modelFingerprint: string;
+  contextSize: number;
+  slots: number;
+}
+
+export interface StateEntry {
+  file: string;
+  tokens: number[];
+  bytes: number;
+  lastUsedMs: number;
+}
+
+interface StateMeta extends StateIdentity {
+  tokens: number[];
+}
+
+export class StateMismatchError extends Error {
+  override name = "StateMismatchError";
+}
+
+/** Where spilled states live: /dev/shm (RAM) when the OS has it, else the temp folder. */
+export function defaultStateDir(): string {
+  return existsSync("/dev/shm") ? "/dev/shm" : tmpdir();
+}
+
+export class StateStore {
+  private readonly entries: StateEntry[] = [];
+  private totalBytes = 0;
+
+  constructor(
+    readonly dir: string,
+    private readonly identity: StateIdentity,
+    private readonly budgetBytes: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get bytes(): number {
+    return this.totalBytes;
+  }
+
+  get size(): number {
+    return this.entries.length;
+  }
+
+  /** The entry sharing the longest prefix with `tokens` (and that length), if any. */
+  bestPrefix(tokens: TokenIds): { entry: StateEntry; length: number } | undefined {
+    let best: { entry: StateEntry; length: number } | undefined;
+    for (const entry of this.entries) {
+      const length = commonPrefixLength(entry.tokens, tokens);
+      if (length > 0 && (!best || length > best.length)) best = { entry, length };
+    }
+    return best;
+  }
+
+  /** Whether a stored state already covers these tokens (no need to save them again). */
+  covers(tokens: TokenIds): boolean {
+    return this.entries.some((entry) => entry.tokens.length >= tokens.length && commonPrefixLength(entry.tokens, tokens) === tokens.length);
+  }
+
+  /** Saves a sequence's state (its `tokens`) with `save(file)`, then evicts LRU entries past the budget. */
+  async spill(tokens: readonly number[], save: (file: string) => Promise<unknown>): Promise<StateEntry | undefined> {
+    await mkdir(this.dir, { recursive: true });
+    const file = join(this.dir, `${randomUUID()}.state`);
+    await save(file);
+    await writeFile(`${file}.json`, JSON.stringify({ ...this.identity, tokens: [...tokens] } satisfies StateMeta));
+    return this.add(file, [...tokens]);
+  }
+
+  touch(entry: StateEntry): void {
+    entry.lastUsedMs = this.now();
+  }
+
+  /**
+   * Takes in a state file written by another worker's store (a prefix copy). Refused with a
+   * StateMismatchError unless it was made from the same model file and context settings.
+   */
+  async adopt(file: string): Promise<StateEntry | undefined> {
+    const meta = await readMeta(file);
+    const mismatch = (["modelFingerprint", "contextSize", "slots"] as const).filter((key) => meta[key] !== this.identity[key]);
+    if (mismatch.length > 0) {
+      const detail = mismatch.map((key) => `${key} ${JSON.stringify(meta[key])} != ${JSON.stringify(this.identity[key])}`).join(", ");
+      throw new StateMismatchError(`refused to load KV state ${file}: it was made for another model or context (${detail})`);
+    }
+    await mkdir(this.dir, { recursive: true });
+    const own = join(this.dir, `${randomUUID()}.state`);
+    await copyFile(file, own);
+    await writeFile(`${own}.json`, JSON.stringify(meta));
+    return this.add(own, meta.tokens);
+  }
+
+  /** Copies an entry's files to `dir` for another worker to adopt; returns the copied state file. */
+  async export(entry: StateEntry, dir: string): Promise<string> {
+    await mkdir(dir, { recursive: true });
+    const file = join(dir, `${randomUUID()}.state`);
+    await copyFile(entry.file, file);
+    await copyFile(`${entry.file}.json`, `${file}.json`);
+    return file;
+  }
+
+  async clear(): Promise<void> {
+    this.entries.length = 0;
+    this.totalBytes = 0;
+    await rm(this.dir, { recursive: true, force: true });
+  }
+
+  private async add(file: string, tokens: number[]): Promise<StateEntry | undefined> {
+    const { size } = await stat(file);
+    // A state bigger than the whole budget is not kept at all.
+    if (size > this.budgetBytes) {
+      await removeState(file);
+      return undefined;
+    }
+    const entry: StateEntry = { file, tokens, bytes: size, lastUsedMs: this.now() };
+    this.entries.push(entry);
+    this.totalBytes += size;
+    while (this.totalBytes > this.budgetBytes) {
+      const oldest = this.entries.reduce((a, b) => (b.lastUsedMs < a.lastUsedMs ? b : a));
+      this.entries.splice(this.entries.indexOf(oldest), 1);
+      this.totalBytes -= oldest.bytes;
+      await removeState(oldest.file);
+    }
+    return this.entries.includes(entry) ? entry : undefined;
+  }
+}
+
+/** Reads the identity sidecar of a state file. */
+export async function readMeta(file: string): Promise<StateMeta> {
+  try {
+    return JSON.parse(await readFile(`${file}.json`, "utf8")) as StateMeta;
+  } catch (error) {
+    throw new StateMismatchError(`refused to load KV state ${file}: its identity file is missing or unreadable (${(error as Error).message})`);
+  }
+}
+
+async function removeState(file: string): Promise<void> {
+  await rm(file, { force: true });
+  await rm(`${file}.json`, { force: true });
+}

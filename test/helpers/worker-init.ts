@@ -1,0 +1,17 @@
+// A WorkerInit for engine tests: one thread, a small context, spilling on.
+import type { WorkerInit } from "../../src/engine/protocol.js";
+
+export function workerInit(modelPath: string, overrides: Partial<WorkerInit> = {}): WorkerInit {
+  return {
+    workerId: "w0",
+    modelPath,
+    slots: 2,
+    contextSize: 1024,
+    batchSize: 256,
+    threads: 1,
+    gpu: false,
+    local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 },
+    spill: { budgetBytes: 64 * 1024 * 1024, minTokens: 16, recentMs: 600_000, dir: "" },
+    ...overrides,
+  };
+}
