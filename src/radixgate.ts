@@ -49,6 +49,16 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
     await preparer.close();
     throw error;
   }
+  fleet.setHooks({
+    onWorkerDown: (workerId, reason) => {
+      scheduler.setAlive(workerId, false);
+      app.log.error({ worker: workerId, reason }, "worker died; restarting it");
+    },
+    onWorkerUp: (workerId) => {
+      scheduler.setAlive(workerId, true);
+      app.log.info({ worker: workerId }, "worker restarted");
+    },
+  });
   const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens);
   const app = buildApp({ config, fleet, scheduler, service });
   return {

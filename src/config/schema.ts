@@ -33,6 +33,10 @@ export const ModelConfigSchema = Type.Object(
       description: "llama.cpp backend: false (CPU), auto, cuda, vulkan, metal.",
     }),
     seed: Type.Integer({ minimum: 0, default: 1, description: "Seed of a generated `preset:` model." }),
+    isolation: Type.Union([Type.Literal("auto"), Type.Literal("thread"), Type.Literal("process")], {
+      default: "auto",
+      description: "thread: a worker thread in the host; process: a child process per worker (a native abort ends only that worker); auto: process on GPU, thread on CPU.",
+    }),
   },
   closed,
 );

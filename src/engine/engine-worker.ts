@@ -1,7 +1,6 @@
-// Host side of one worker: a piscina pool of exactly one thread that holds the model.
-// Generations are tasks; their text streams back over a transferred MessagePort.
-import { MessageChannel } from "node:worker_threads";
-import { Piscina } from "piscina";
+// Host side of one worker: its runner (a piscina thread, or a child process per GPU) that
+// holds the model, and the generations streaming back from it. A worker that dies can be
+// restarted: a fresh runner loads the model again.
 import type {
   ExportResult,
   ImportResult,
@@ -15,8 +14,17 @@ import type {
   SamplingParams,
   WorkerInit,
   WorkerTask,
+  GenerateTask,
 } from "./protocol.js";
-import { threadEntry } from "./thread-entry.js";
+import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./worker-runner.js";
+
+export type Isolation = "thread" | "process";
+
+export interface EngineWorkerOptions {
+  isolation: Isolation;
+  /** Extra environment of a process worker, e.g. CUDA_VISIBLE_DEVICES=1 to pin its GPU. */
+  env?: Record<string, string>;
+}
 
 export interface GenerateHooks {
   /** The worker took a slot for the request; cachedTokens is known from here on. */
@@ -27,26 +35,27 @@ export interface GenerateHooks {
 }
 
 export class EngineWorker {
-  private readonly pool: Piscina;
+  private runner: WorkerRunner;
   private inFlightCount = 0;
   /** Finished generations by finish reason, for /health and the metrics. */
   readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
   private loadResult: LoadResult | undefined;
 
-  constructor(readonly init: WorkerInit) {
-    const entry = threadEntry(import.meta.url, "worker-thread");
-    this.pool = new Piscina({
-      filename: entry.filename,
-      argv: entry.argv,
-      workerData: init,
-      name: "default",
-      minThreads: 1,
-      maxThreads: 1,
-      // The thread holds the loaded model: it must never be reaped for idleness.
-      idleTimeout: Number.POSITIVE_INFINITY,
-      // Every request reaches the thread at once; the thread's own slot table queues them.
-      concurrentTasksPerWorker: 1024,
-    });
+  constructor(
+    readonly init: WorkerInit,
+    readonly options: EngineWorkerOptions = { isolation: "thread" },
+  ) {
+    this.runner = this.createRunner();
+  }
+
+  /** Resolves with the reason when the worker dies on its own (crash, kill); never on close(). */
+  get died(): Promise<string> {
+    return this.runner.died;
+  }
+
+  /** The worker's OS process id in process isolation. */
+  get pid(): number | undefined {
+    return this.runner.pid;
   }
 
   get id(): string {
@@ -66,33 +75,37 @@ export class EngineWorker {
     return this.loadResult;
   }
 
+  /** After a death: a fresh runner loads the model again. */
+  async restart(): Promise<LoadResult> {
+    await this.runner.close().catch(() => undefined);
+    this.runner = this.createRunner();
+    return this.start();
+  }
+
   async generate(requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
-    const { port1: hostPort, port2: workerPort } = new MessageChannel();
-    // The task's result travels on piscina's channel and can overtake the port's events:
-    // the result is returned only once the worker's final "done" event has arrived.
+    // The task's result can overtake the port's events (in a thread they travel on other
+    // channels): it is returned only once the worker's final "done" event has arrived.
     let markDone!: () => void;
     const drained = new Promise<void>((resolve) => (markDone = resolve));
-    hostPort.on("message", (event: GenerationEvent) => {
+    const task: Omit<GenerateTask, "port"> = { kind: "generate", requestId, tokens: [...tokens], sampling };
+    const channel = this.runner.generate(task, (event: GenerationEvent) => {
       if (event.type === "started") hooks.onStarted?.(event);
       else if (event.type === "text") hooks.onText?.(event.text);
       else markDone();
     });
-    const cancel = () => hostPort.postMessage({ type: "cancel" } satisfies GenerationControl);
+    const cancel = () => channel.control({ type: "cancel" } satisfies GenerationControl);
     if (hooks.signal?.aborted) cancel();
     hooks.signal?.addEventListener("abort", cancel, { once: true });
     this.inFlightCount++;
     try {
-      const result = (await this.pool.run(
-        { kind: "generate", requestId, tokens: [...tokens], sampling, port: workerPort } satisfies WorkerTask,
-        { transferList: [workerPort] },
-      )) as GenerationResult;
+      const result = (await channel.result) as GenerationResult;
       await drained;
       this.finished[result.finishReason]++;
       return result;
     } finally {
       this.inFlightCount--;
       hooks.signal?.removeEventListener("abort", cancel);
-      hostPort.close();
+      channel.close();
     }
   }
 
@@ -111,16 +124,20 @@ export class EngineWorker {
     return (await this.run({ kind: "import-state", file })) as ImportResult;
   }
 
-  /** Frees the model and stops the thread. Call only once no generation is running. */
+  /** Frees the model and stops the worker. Call only once no generation is running. */
   async close(): Promise<void> {
     try {
       await this.run({ kind: "dispose" });
     } finally {
-      await this.pool.destroy();
+      await this.runner.close();
     }
   }
 
-  private run(task: WorkerTask): Promise<unknown> {
-    return this.pool.run(task);
+  private run(task: Exclude<WorkerTask, GenerateTask>): Promise<unknown> {
+    return this.runner.run(task);
+  }
+
+  private createRunner(): WorkerRunner {
+    return this.options.isolation === "process" ? new ProcessRunner(this.init, this.options.env ?? {}) : new ThreadRunner(this.init);
   }
 }

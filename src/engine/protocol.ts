@@ -5,13 +5,14 @@
 // carries (transferred, not cloned), and the host cancels it by posting `{type: "cancel"}`
 // on that port: killing a thread or aborting a piscina task mid-generation aborts the whole
 // process (measured on node-llama-cpp 3.21.1), so a message is the only safe way to stop.
-import type { MessagePort } from "node:worker_threads";
 
 export type GpuSetting = false | "auto" | "cuda" | "vulkan" | "metal";
 
 /** Passed to the thread as workerData: everything it needs to load its model. */
 export interface WorkerInit {
   workerId: string;
+  /** The host process: a worker's state files live under a folder named after it and the worker. */
+  hostPid: number;
   modelPath: string;
   slots: number;
   /** Tokens per slot. */
@@ -55,13 +56,23 @@ export interface LoadTask {
   kind: "load";
 }
 
+/**
+ * The generation's two-way channel as the worker sees it: a transferred MessagePort in a
+ * thread, an IPC-backed stand-in in a child process.
+ */
+export interface GenerationPort {
+  on(event: "message", listener: (message: GenerationControl) => void): unknown;
+  postMessage(message: GenerationEvent): void;
+  close(): void;
+}
+
 export interface GenerateTask {
   kind: "generate";
   requestId: string;
   /** The exact prompt tokens to evaluate, BOS included when the model wants one. */
   tokens: number[];
   sampling: SamplingParams;
-  port: MessagePort;
+  port: GenerationPort;
 }
 
 export interface DisposeTask {

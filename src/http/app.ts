@@ -34,6 +34,6 @@ export function buildApp({ config, fleet, scheduler, service }: AppServices): Fa
   installErrorHandlers(app);
   chatCompletionsRoute(app, service);
   modelsRoute(app, fleet);
-  healthRoute(app, fleet, scheduler);
+  healthRoute(app, fleet, scheduler, service);
   return app;
 }

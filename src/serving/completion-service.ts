@@ -4,6 +4,7 @@
 import type { PromptPreparer } from "../engine/prompt-preparer.js";
 import type { ChatTurn } from "../engine/prompt-protocol.js";
 import type { GenerationResult, SamplingParams } from "../engine/protocol.js";
+import { WorkerDiedError } from "../engine/worker-runner.js";
 import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-scheduler.js";
 import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";
 import { ServingError } from "./errors.js";
@@ -42,6 +43,8 @@ export interface ChatOutcome extends GenerationResult {
 }
 
 export class CompletionService {
+  /** Requests placed again after their worker died before starting them. */
+  failovers = 0;
   /** The prefix copies run so far, newest last (metrics and logs read it; bounded). */
   readonly copies = new BoundedLog<CopyAction & { ok: boolean; error?: string }>(100);
 
@@ -80,6 +83,21 @@ export class CompletionService {
       maxTokens,
       ...(job.sessionId !== undefined ? { sessionId: job.sessionId } : {}),
     };
+    // A worker that dies before the request started on it (queued, or not yet reached) costs
+    // nothing to the client: the request is placed again on a live worker. Once started,
+    // never retried: the client may already hold part of the answer.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.runOnce(job, request, tokens, maxTokens, hooks);
+      } catch (error) {
+        const canRetry = error instanceof NotStartedError && job.pinnedWorkerId === undefined && attempt < this.fleet.workers.length;
+        if (!canRetry) throw error instanceof NotStartedError ? error.cause : error;
+        this.failovers++;
+      }
+    }
+  }
+
+  private async runOnce(job: ChatJob, request: PlacementRequest, tokens: number[], maxTokens: number, hooks: ChatHooks): Promise<ChatOutcome> {
     const ticket = this.place(request, job.pinnedWorkerId);
     const worker = this.fleet.get(ticket.workerId)!;
     const placedAt = this.now();
@@ -87,6 +105,7 @@ export class CompletionService {
     // recomputing it on the new worker, so the copy runs first and the request then finds it.
     for (const copy of ticket.placement.copies ?? []) await this.copyPrefix(copy);
     let ttftMs: number | undefined;
+    let started = false;
     let cachedTokens = 0;
     let result: GenerationResult | undefined;
     try {
@@ -97,6 +116,7 @@ export class CompletionService {
         {
           signal: job.signal,
           onStarted: (event) => {
+            started = true;
             cachedTokens = event.cachedTokens;
             // The worker's report: this slot now holds the prompt. The tree follows it exactly.
             this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: event.slot, tokens });
@@ -110,6 +130,15 @@ export class CompletionService {
       );
       return { ...result, workerId: ticket.workerId, placement: ticket.placement };
     } catch (error) {
+      if (error instanceof WorkerDiedError) {
+        // Demote at once, not at the next report: the fleet restarts it and says when it is back.
+        this.scheduler.setAlive(ticket.workerId, false);
+        const failed = new ServingError(
+          "worker_failed",
+          `Worker ${ticket.workerId} stopped while generating this request (${error.message}); it is being restarted. Retry the request.`,
+        );
+        throw started ? failed : new NotStartedError(failed);
+      }
       throw new ServingError("worker_failed", `Worker ${ticket.workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
     } finally {
       this.scheduler.complete(ticket, {
@@ -154,6 +183,13 @@ export class CompletionService {
       throw new ServingError("no_live_worker", reason);
     }
     return ticket;
+  }
+}
+
+/** A request whose worker died before starting it: safe to place again. */
+class NotStartedError extends Error {
+  constructor(override readonly cause: ServingError) {
+    super(cause.message);
   }
 }
 

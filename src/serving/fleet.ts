@@ -1,7 +1,10 @@
-// Every worker of the box, for every configured model: starts them and finds them by id.
-// Whether a worker is alive, and what it holds, is the global scheduler's to know.
+// Every worker of the box, for every configured model: starts them, finds them by id, and
+// keeps them alive: a worker that dies (process killed, thread crashed, native abort in a
+// process worker) is reported down at once and restarted with back-off, then reported up.
+// Whether a worker is alive, and what it holds, is the global scheduler's to know: the
+// fleet tells it through the hooks.
 import type { Config, ModelConfig } from "../config/schema.js";
-import { EngineWorker } from "../engine/engine-worker.js";
+import { EngineWorker, type Isolation } from "../engine/engine-worker.js";
 
 export interface ServedModel {
   config: ModelConfig;
@@ -14,16 +17,32 @@ export interface ServedModel {
 export interface FleetWorker {
   engine: EngineWorker;
   modelId: string;
+  /** Restarts after deaths, for /health and the metrics. */
+  restarts: number;
+  alive: boolean;
 }
+
+export interface FleetHooks {
+  onWorkerDown(workerId: string, reason: string): void;
+  onWorkerUp(workerId: string): void;
+}
+
+/** Restart back-off: 0.5 s, doubling, at most 30 s between tries. */
+const FIRST_RESTART_DELAY_MS = 500;
+const MAX_RESTART_DELAY_MS = 30_000;
 
 export class Fleet {
   private readonly byId: Map<string, FleetWorker>;
+  private hooks: FleetHooks | undefined;
+  private closed = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
 
   private constructor(
     readonly models: Map<string, ServedModel>,
     readonly workers: FleetWorker[],
   ) {
     this.byId = new Map(workers.map((worker) => [worker.engine.id, worker]));
+    for (const worker of workers) this.watch(worker);
   }
 
   /** Starts every worker of every model; resolves once all have loaded (fails if any fails). */
@@ -31,18 +50,22 @@ export class Fleet {
     const workers: FleetWorker[] = [];
     for (const model of config.models) {
       for (let i = 0; i < model.workers; i++) {
-        const engine = new EngineWorker({
-          workerId: `w${workers.length}`,
-          modelPath: modelPaths.get(model.id)!,
-          slots: model.slots,
-          contextSize: model.contextSize,
-          batchSize: model.batchSize,
-          threads: model.threads,
-          gpu: model.gpu,
-          local: config.scheduler.local,
-          spill: config.spill,
-        });
-        workers.push({ engine, modelId: model.id });
+        const engine = new EngineWorker(
+          {
+            workerId: `w${workers.length}`,
+            hostPid: process.pid,
+            modelPath: modelPaths.get(model.id)!,
+            slots: model.slots,
+            contextSize: model.contextSize,
+            batchSize: model.batchSize,
+            threads: model.threads,
+            gpu: model.gpu,
+            local: config.scheduler.local,
+            spill: config.spill,
+          },
+          { isolation: isolationOf(model) },
+        );
+        workers.push({ engine, modelId: model.id, restarts: 0, alive: false });
       }
     }
     const loads = await Promise.allSettled(workers.map((worker) => worker.engine.start()));
@@ -57,7 +80,13 @@ export class Fleet {
       const first = workers.find((worker) => worker.modelId === model.id)!;
       models.set(model.id, { config: model, path: modelPaths.get(model.id)!, contextSize: first.engine.info!.contextSize, createdAt });
     }
+    for (const worker of workers) worker.alive = true;
     return new Fleet(models, workers);
+  }
+
+  /** Who to tell when a worker goes down or comes back (the global scheduler). */
+  setHooks(hooks: FleetHooks): void {
+    this.hooks = hooks;
   }
 
   get(workerId: string): FleetWorker | undefined {
@@ -69,6 +98,42 @@ export class Fleet {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled(this.workers.map((worker) => worker.engine.close()));
+    this.closed = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    await Promise.allSettled(this.workers.filter((worker) => worker.alive).map((worker) => worker.engine.close()));
   }
+
+  private watch(worker: FleetWorker): void {
+    void worker.engine.died.then((reason) => {
+      if (this.closed) return;
+      worker.alive = false;
+      this.hooks?.onWorkerDown(worker.engine.id, reason);
+      this.restart(worker, 0);
+    });
+  }
+
+  private restart(worker: FleetWorker, attempt: number): void {
+    const delay = Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** attempt);
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.closed) return;
+      worker.engine.restart().then(
+        () => {
+          if (this.closed) return;
+          worker.restarts++;
+          worker.alive = true;
+          this.watch(worker);
+          this.hooks?.onWorkerUp(worker.engine.id);
+        },
+        () => this.restart(worker, attempt + 1),
+      );
+    }, delay);
+    this.timers.add(timer);
+  }
+}
+
+/** `auto`: a process per worker when it drives a GPU (a native abort must not end the host), a thread on CPU. */
+export function isolationOf(model: ModelConfig): Isolation {
+  if (model.isolation !== "auto") return model.isolation;
+  return model.gpu === false ? "thread" : "process";
 }

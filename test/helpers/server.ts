@@ -13,7 +13,9 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export async function startTestServer(overrides: { workers?: number; slots?: number; policy?: string } = {}): Promise<TestServer> {
+export async function startTestServer(
+  overrides: { workers?: number; slots?: number; policy?: string; isolation?: "thread" | "process" } = {},
+): Promise<TestServer> {
   const config = parseConfig({
     server: { host: "127.0.0.1", port: 0, logLevel: "warn" },
     models: [
@@ -24,6 +26,7 @@ export async function startTestServer(overrides: { workers?: number; slots?: num
         slots: overrides.slots ?? 2,
         contextSize: 2048,
         threads: 1,
+        isolation: overrides.isolation ?? "thread",
       },
     ],
     scheduler: { policy: overrides.policy ?? "roundrobin" },

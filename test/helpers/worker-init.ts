@@ -4,6 +4,7 @@ import type { WorkerInit } from "../../src/engine/protocol.js";
 export function workerInit(modelPath: string, overrides: Partial<WorkerInit> = {}): WorkerInit {
   return {
     workerId: "w0",
+    hostPid: process.pid,
     modelPath,
     slots: 2,
     contextSize: 1024,

@@ -1,0 +1,13 @@
+// IPC messages between the host and a worker's child process (process isolation). Types only.
+import type { GenerationControl, GenerationEvent } from "./protocol.js";
+
+export type HostToChild =
+  | { type: "init"; init: unknown }
+  /** A task; a generate task's events and controls travel as "port" messages under portId. */
+  | { type: "task"; id: number; task: unknown; portId?: number }
+  | { type: "port"; portId: number; message: GenerationControl };
+
+export type ChildToHost =
+  | { type: "result"; id: number; value: unknown }
+  | { type: "error"; id: number; message: string }
+  | { type: "port"; portId: number; message: GenerationEvent };

@@ -1,0 +1,74 @@
+// A worker process killed with SIGKILL mid-run: no queued request is lost (they are placed
+// again on the live worker), the worker comes back, the server never stops answering.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer({ workers: 2, slots: 1, policy: "roundrobin", isolation: "process" });
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+interface Health {
+  failovers: number;
+  workers: { id: string; alive: boolean; in_flight: number; restarts: number; isolation: string }[];
+}
+
+async function health(): Promise<Health> {
+  return (await (await fetch(server.baseURL.replace(/\/v1$/, "/health"))).json()) as Health;
+}
+
+async function until<T>(probe: () => Promise<T>, accept: (value: T) => boolean, tries = 400): Promise<T> {
+  let value = await probe();
+  for (let i = 0; i < tries && !accept(value); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    value = await probe();
+  }
+  return value;
+}
+
+describe("process isolation", () => {
+  it("runs every worker in a process of its own", async () => {
+    const { workers } = await health();
+    expect(workers.map((worker) => worker.isolation)).toEqual(["process", "process"]);
+    const pids = server.radixgate.fleet.workers.map((worker) => worker.engine.pid);
+    expect(pids.every((pid) => typeof pid === "number" && pid !== process.pid)).toBe(true);
+  });
+
+  it("survives SIGKILL of a worker: queued requests go elsewhere, the worker restarts", async () => {
+    const requests = Array.from({ length: 8 }, (_, i) =>
+      server.client.chat.completions
+        .create({ model: TINY_MODEL, messages: [{ role: "user", content: `job ${i}` }], max_tokens: 600, temperature: 0 })
+        .then(
+          (completion) => ({ ok: true as const, tokens: completion.usage?.completion_tokens ?? 0 }),
+          (error: { status?: number; message: string }) => ({ ok: false as const, status: error.status, message: error.message }),
+        ),
+    );
+    // Kill w0 once it has one request running and more waiting for its only slot.
+    const before = await until(health, (h) => (h.workers.find((worker) => worker.id === "w0")?.in_flight ?? 0) >= 2);
+    expect(before.workers.find((worker) => worker.id === "w0")!.in_flight).toBeGreaterThanOrEqual(2);
+    process.kill(server.radixgate.fleet.get("w0")!.engine.pid!, "SIGKILL");
+
+    const outcomes = await Promise.all(requests);
+    const failed = outcomes.filter((outcome) => !outcome.ok);
+    // At most the one request running in w0's only slot fails, with a clear error; the rest complete.
+    expect(failed.length).toBeLessThanOrEqual(1);
+    for (const failure of failed) expect(failure).toMatchObject({ ok: false, status: 500, message: expect.stringMatching(/w0 stopped while generating/) });
+    for (const outcome of outcomes.filter((o) => o.ok)) expect(outcome).toMatchObject({ ok: true, tokens: 600 });
+    expect((await health()).failovers).toBeGreaterThanOrEqual(1);
+
+    // The worker comes back on its own, in a new process, and serves again.
+    const after = await until(health, (h) => h.workers.find((worker) => worker.id === "w0")?.alive === true);
+    const w0 = after.workers.find((worker) => worker.id === "w0")!;
+    expect(w0).toMatchObject({ alive: true, restarts: 1 });
+    const pinned = await server.client.chat.completions.create(
+      { model: TINY_MODEL, messages: [{ role: "user", content: "back?" }], max_tokens: 3 },
+      { headers: { "x-radixgate-worker": "w0" } },
+    );
+    expect(pinned.usage?.completion_tokens).toBe(3);
+  });
+});
