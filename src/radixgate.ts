@@ -59,7 +59,7 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
       app.log.info({ worker: workerId }, "worker restarted");
     },
   });
-  const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens);
+  const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens, config.generation.requestTimeoutMs);
   const app = buildApp({ config, fleet, scheduler, service });
   return {
     app,

@@ -112,6 +112,7 @@ export const ConfigSchema = Type.Object(
     generation: Type.Object(
       {
         defaultMaxTokens: Type.Integer({ minimum: 1, default: 256, description: "Completion tokens when a request sets no max_tokens." }),
+        requestTimeoutMs: Type.Integer({ minimum: 0, default: 600_000, description: "A request still running after this long is cancelled and answered 504 (0 = no deadline)." }),
       },
       { ...closed, default: {} },
     ),

@@ -53,10 +53,26 @@ export class CompletionService {
     private readonly preparer: PromptPreparer,
     private readonly scheduler: GlobalScheduler,
     private readonly defaultMaxTokens: number,
+    private readonly requestTimeoutMs = 0,
     private readonly now: () => number = () => performance.now(),
   ) {}
 
   async chat(job: ChatJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
+    if (this.requestTimeoutMs <= 0) return this.chatUntil(job, hooks);
+    // The deadline cancels the work like a client disconnect does, then answers 504.
+    const deadline = AbortSignal.timeout(this.requestTimeoutMs);
+    const signal = job.signal ? AbortSignal.any([job.signal, deadline]) : deadline;
+    const outcome = await this.chatUntil({ ...job, signal }, hooks);
+    if (deadline.aborted && outcome.finishReason === "cancelled") {
+      throw new ServingError(
+        "deadline_exceeded",
+        `The request ran past its deadline of ${this.requestTimeoutMs} ms (generation.requestTimeoutMs) and was cancelled; ask for fewer tokens or raise the deadline.`,
+      );
+    }
+    return outcome;
+  }
+
+  private async chatUntil(job: ChatJob, hooks: ChatHooks): Promise<ChatOutcome> {
     const model = this.fleet.models.get(job.modelId);
     if (!model) {
       throw new ServingError(

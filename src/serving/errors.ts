@@ -12,6 +12,7 @@ export const ERROR_CATALOGUE = {
   context_length_exceeded: { status: 413, type: "invalid_request_error" },
   unsupported_media_type: { status: 415, type: "invalid_request_error" },
   no_live_worker: { status: 503, type: "service_unavailable_error" },
+  deadline_exceeded: { status: 504, type: "timeout_error" },
   worker_failed: { status: 500, type: "server_error" },
   internal_error: { status: 500, type: "server_error" },
 } as const satisfies Record<string, { status: number; type: string }>;

@@ -14,7 +14,7 @@ export interface TestServer {
 }
 
 export async function startTestServer(
-  overrides: { workers?: number; slots?: number; policy?: string; isolation?: "thread" | "process" } = {},
+  overrides: { workers?: number; slots?: number; policy?: string; isolation?: "thread" | "process"; requestTimeoutMs?: number } = {},
 ): Promise<TestServer> {
   const config = parseConfig({
     server: { host: "127.0.0.1", port: 0, logLevel: "warn" },
@@ -30,6 +30,7 @@ export async function startTestServer(
       },
     ],
     scheduler: { policy: overrides.policy ?? "roundrobin" },
+    ...(overrides.requestTimeoutMs !== undefined ? { generation: { requestTimeoutMs: overrides.requestTimeoutMs } } : {}),
   });
   const radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() });
   const address = await radixgate.listen();

@@ -72,3 +72,29 @@ describe("process isolation", () => {
     expect(pinned.usage?.completion_tokens).toBe(3);
   });
 });
+
+describe("per-request deadlines", () => {
+  let strict: TestServer;
+
+  beforeAll(async () => {
+    strict = await startTestServer({ workers: 1, slots: 1, requestTimeoutMs: 150 });
+  });
+
+  afterAll(async () => {
+    await strict?.close();
+  });
+
+  it("cancels a request past generation.requestTimeoutMs with a 504, and keeps serving", async () => {
+    // ~1900 tokens of the tiny model take well over the 150 ms deadline.
+    const late = await strict.client.chat.completions
+      .create({ model: TINY_MODEL, messages: [{ role: "user", content: "a long answer" }], max_tokens: 1900 })
+      .then(
+        () => undefined,
+        (error: { status?: number; message: string }) => error,
+      );
+    expect(late?.status).toBe(504);
+    expect(late?.message).toMatch(/deadline of 150 ms \(generation\.requestTimeoutMs\)/);
+    const quick = await strict.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "short" }], max_tokens: 2 });
+    expect(quick.usage?.completion_tokens).toBe(2);
+  });
+});
