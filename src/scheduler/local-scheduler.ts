@@ -11,7 +11,10 @@
 //
 // Slots: a request takes the idle slot sharing the longest prefix with its prompt (its KV is
 // reused, only the suffix is evaluated); with no shared prefix anywhere, the least recently
-// used idle slot, whose cache is the cheapest to lose.
+// used idle slot, whose cache is the cheapest to lose. A prefix counts as shared only when it
+// is at least half of the slot's content or half of the prompt (llama-server's slot
+// similarity, 0.5): every chat prompt starts with the same few template tokens, and those
+// must not make a request throw away another conversation's long cache.
 //
 // KV capacity: llama.cpp gives every sequence its own `contextSize` cells, so a running
 // sequence and the prefix it keeps cached draw on that slot's cells alone: admitting by
@@ -175,17 +178,21 @@ export class LocalScheduler {
   }
 
   private pickIdleSlot(tokens: TokenIds): { slot: number; sharedPrefix: number } {
-    let best: { slot: number; sharedPrefix: number } | undefined;
-    let bestLastUsed = Infinity;
+    let similar: { slot: number; sharedPrefix: number } | undefined;
+    let leastRecent: { slot: number; sharedPrefix: number } | undefined;
+    let leastRecentAt = Infinity;
     for (let slot = 0; slot < this.options.slots; slot++) {
       if (this.busy[slot]) continue;
-      const sharedPrefix = commonPrefixLength(this.sources.tokensOfSlot(slot), tokens);
+      const held = this.sources.tokensOfSlot(slot);
+      const sharedPrefix = commonPrefixLength(held, tokens);
+      const isSimilar = sharedPrefix > 0 && (2 * sharedPrefix >= held.length || 2 * sharedPrefix >= tokens.length);
+      if (isSimilar && (!similar || sharedPrefix > similar.sharedPrefix)) similar = { slot, sharedPrefix };
       const lastUsed = this.lastUsedMs_[slot]!;
-      if (!best || sharedPrefix > best.sharedPrefix || (sharedPrefix === best.sharedPrefix && lastUsed < bestLastUsed)) {
-        best = { slot, sharedPrefix };
-        bestLastUsed = lastUsed;
+      if (lastUsed < leastRecentAt) {
+        leastRecent = { slot, sharedPrefix };
+        leastRecentAt = lastUsed;
       }
     }
-    return best!;
+    return similar ?? leastRecent!;
   }
 }

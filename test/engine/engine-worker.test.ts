@@ -82,3 +82,34 @@ describe("EngineWorker", () => {
     expect(stopped.text).toBe(free.text.slice(0, free.text.indexOf(stop)));
   });
 });
+
+describe("slot reuse and LRU eviction, as the global tree sees it", () => {
+  it("a third conversation takes the least recently used slot, and the slot reports say so", async () => {
+    const { GlobalScheduler } = await import("../../src/scheduler/global-scheduler.js");
+    const { createPolicy } = await import("../../src/scheduler/registry.js");
+    const { TimeModel, TIME_MODEL_PRESETS } = await import("../../src/scheduler/time-model.js");
+    const scheduler = new GlobalScheduler(createPolicy("affinity"), { now: () => performance.now() });
+    scheduler.addWorker({ id: "w0", modelId: "tiny", slots: 2, capacityTokens: 2048, timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!) });
+    const conversation = async (topic: string) => (await preparer.chat({ modelId: "tiny", messages: [{ role: "system", content: `${topic} `.repeat(40) }, { role: "user", content: "go" }] })).tokens;
+    const run = async (tokens: number[]) => {
+      let slot = -1;
+      await worker.generate(`lru-${tokens.length}-${tokens[5]}`, tokens, { ...greedy, maxTokens: 2 }, {
+        onStarted: (event) => {
+          slot = event.slot;
+          scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: event.slot, tokens });
+        },
+      });
+      return slot;
+    };
+    const [a, b, c] = [await conversation("alpha"), await conversation("bravo"), await conversation("charlie")];
+    const slotA = await run(a);
+    const slotB = await run(b);
+    expect(slotB).not.toBe(slotA);
+    const slotC = await run(c);
+    expect(slotC).toBe(slotA); // A's slot was the least recently used
+    const tree = scheduler.tree("tiny")!;
+    expect(tree.match(a).perWorker.get("w0") ?? 0).toBeLessThan(10); // A's content left the worker's view
+    expect(tree.match(b).perWorker.get("w0")).toBe(b.length);
+    expect(tree.match(c).perWorker.get("w0")).toBe(c.length);
+  });
+});

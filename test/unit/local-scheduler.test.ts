@@ -36,6 +36,17 @@ describe("slots", () => {
     expect((await scheduler.acquire("x", [42]))?.slot).toBe(1);
   });
 
+  it("does not throw away a long cache for a few shared template tokens", async () => {
+    const longConversation = range(1, 100); // starts like every chat prompt: tokens 1, 2, 3...
+    const { scheduler, clock } = local([longConversation, [900]]);
+    clock.now = 5;
+    scheduler.release((await scheduler.acquire("old", [900, 901]))!.slot); // slot 1, used at t=5
+    clock.now = 10;
+    scheduler.release((await scheduler.acquire("recent", longConversation))!.slot); // slot 0, used at t=10
+    // Shares 3 template-like tokens with slot 0: not similar, so the LRU slot 1 is taken.
+    expect(await scheduler.acquire("new", [1, 2, 3, ...range(500, 60)])).toMatchObject({ slot: 1 });
+  });
+
   it("skips busy slots even when they share more", async () => {
     const { scheduler } = local([[1, 2, 3], [1]]);
     expect((await scheduler.acquire("a", [1, 2, 3]))?.slot).toBe(0);
