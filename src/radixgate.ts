@@ -12,9 +12,12 @@ import { GlobalScheduler } from "./scheduler/global-scheduler.js";
 import { createPolicy, type PolicyOptions } from "./scheduler/registry.js";
 import { CompletionService } from "./serving/completion-service.js";
 import { Fleet } from "./serving/fleet.js";
+import { observeAll, requestLog } from "./serving/observer.js";
+import { Metrics } from "./metrics/metrics.js";
 
 export interface Radixgate {
   app: FastifyInstance;
+  metrics: Metrics;
   fleet: Fleet;
   scheduler: GlobalScheduler;
   /** Listens on config.server host/port; resolves with the address, e.g. http://127.0.0.1:8080. */
@@ -59,10 +62,13 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
       app.log.info({ worker: workerId }, "worker restarted");
     },
   });
-  const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens, config.generation.requestTimeoutMs);
-  const app = buildApp({ config, fleet, scheduler, service });
+  const metrics = new Metrics(fleet, scheduler);
+  const observer = observeAll(metrics, requestLog(() => app.log));
+  const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens, config.generation.requestTimeoutMs, observer);
+  const app = buildApp({ config, fleet, scheduler, service, metrics });
   return {
     app,
+    metrics,
     fleet,
     scheduler,
     listen: () => app.listen({ host: config.server.host, port: config.server.port }),

@@ -167,6 +167,10 @@ export interface GenerationResult {
   cachedTokens: number;
   /** Of those, the tokens loaded back from a spilled (or copied) state rather than kept in the slot. */
   restoredTokens: number;
+  /** Tokens of the slot's previous content this request discarded (an LRU eviction when > 0). */
+  evictedTokens: number;
+  /** Of those, the tokens saved to the state store first (a spill). */
+  spilledTokens: number;
   completionTokens: number;
   slot: number;
   queueMs: number;

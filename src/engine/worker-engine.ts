@@ -165,7 +165,7 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
   try {
     const sequence = engine.sequences[slot]!;
     const completion = engine.completions[slot]!;
-    const restoredTokens = await reuseSpilledState(engine, slot, tokens);
+    const { restoredTokens, evictedTokens, spilledTokens } = await reuseSpilledState(engine, slot, tokens);
     // LlamaCompletion re-evaluates from the first token that differs, but always evaluates the
     // last prompt token itself (it needs its logits): so at most tokens.length - 1 are reused.
     const cachedTokens = Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
@@ -207,6 +207,8 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
       promptTokens: tokens.length,
       cachedTokens,
       restoredTokens,
+      evictedTokens,
+      spilledTokens,
       completionTokens,
       slot,
       queueMs: startedAt - queuedAt,
@@ -234,28 +236,47 @@ async function profile(engine: Engine, task: ProfileTask): Promise<ProfileResult
 }
 
 function cancelledInQueue(promptTokens: number, queueMs: number): GenerationResult {
-  return { text: "", finishReason: "cancelled", promptTokens, cachedTokens: 0, restoredTokens: 0, completionTokens: 0, slot: -1, queueMs, prefillMs: 0, totalMs: queueMs };
+  return {
+    text: "",
+    finishReason: "cancelled",
+    promptTokens,
+    cachedTokens: 0,
+    restoredTokens: 0,
+    evictedTokens: 0,
+    spilledTokens: 0,
+    completionTokens: 0,
+    slot: -1,
+    queueMs,
+    prefillMs: 0,
+    totalMs: queueMs,
+  };
 }
 
 /**
  * Before a request runs in `slot`: save what the slot is about to lose when it is worth
  * keeping (long enough, used recently enough), then load back a spilled or copied state
- * when it holds clearly more of the prompt than the slot does. Returns the tokens restored.
+ * when it holds clearly more of the prompt than the slot does.
  */
-async function reuseSpilledState(engine: Engine, slot: number, tokens: readonly number[]): Promise<number> {
-  if (init.spill.budgetBytes <= 0) return 0;
+async function reuseSpilledState(
+  engine: Engine,
+  slot: number,
+  tokens: readonly number[],
+): Promise<{ restoredTokens: number; evictedTokens: number; spilledTokens: number }> {
   const sequence = engine.sequences[slot]!;
   const held = sequence.contextTokens;
   const kept = commonPrefixLength(held, tokens);
+  const evictedTokens = held.length - kept;
+  if (init.spill.budgetBytes <= 0) return { restoredTokens: 0, evictedTokens, spilledTokens: 0 };
+  let spilledTokens = 0;
   const recent = Date.now() - engine.slots.lastUsedMs(slot) <= init.spill.recentMs;
-  if (held.length - kept >= init.spill.minTokens && recent && !engine.store.covers(held)) {
-    await engine.store.spill(held, (file) => sequence.saveStateToFile(file));
+  if (evictedTokens >= init.spill.minTokens && recent && !engine.store.covers(held)) {
+    if (await engine.store.spill(held, (file) => sequence.saveStateToFile(file))) spilledTokens = evictedTokens;
   }
   const stored = engine.store.bestPrefix(tokens);
-  if (!stored || stored.length < kept + MIN_RESTORE_GAIN) return 0;
+  if (!stored || stored.length < kept + MIN_RESTORE_GAIN) return { restoredTokens: 0, evictedTokens, spilledTokens };
   await sequence.loadStateFromFile(stored.entry.file, { acceptRisk: true });
   engine.store.touch(stored.entry);
-  return stored.length - kept;
+  return { restoredTokens: stored.length - kept, evictedTokens, spilledTokens };
 }
 
 /** Saves a prefix this worker holds, from an idle slot or its store, for another worker to import. */

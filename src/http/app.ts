@@ -2,12 +2,14 @@
 // real port) get the same routes, validation and error handling.
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Config } from "../config/schema.js";
+import type { Metrics } from "../metrics/metrics.js";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { CompletionService } from "../serving/completion-service.js";
 import type { Fleet } from "../serving/fleet.js";
 import { installErrorHandlers } from "./error-handler.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { healthRoute } from "./routes/health.js";
+import { metricsRoute } from "./routes/metrics.js";
 import { modelsRoute } from "./routes/models.js";
 
 export interface AppServices {
@@ -15,9 +17,10 @@ export interface AppServices {
   fleet: Fleet;
   scheduler: GlobalScheduler;
   service: CompletionService;
+  metrics: Metrics;
 }
 
-export function buildApp({ config, fleet, scheduler, service }: AppServices): FastifyInstance {
+export function buildApp({ config, fleet, scheduler, service, metrics }: AppServices): FastifyInstance {
   const app = Fastify({
     logger: { level: config.server.logLevel },
     bodyLimit: config.server.bodyLimitBytes,
@@ -32,6 +35,7 @@ export function buildApp({ config, fleet, scheduler, service }: AppServices): Fa
     reply.header("x-request-id", request.id);
   });
   installErrorHandlers(app);
+  metricsRoute(app, metrics);
   chatCompletionsRoute(app, service);
   modelsRoute(app, fleet);
   healthRoute(app, fleet, scheduler, service);

@@ -9,6 +9,7 @@ import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-sched
 import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";
 import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
+import type { RequestRecord, ServingObserver } from "./observer.js";
 
 export interface ChatJob {
   requestId: string;
@@ -54,10 +55,67 @@ export class CompletionService {
     private readonly scheduler: GlobalScheduler,
     private readonly defaultMaxTokens: number,
     private readonly requestTimeoutMs = 0,
+    private readonly observer: ServingObserver = {},
     private readonly now: () => number = () => performance.now(),
   ) {}
 
   async chat(job: ChatJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
+    const startedAt = this.now();
+    const record: RequestRecord = {
+      requestId: job.requestId,
+      modelId: job.modelId,
+      outcome: "ok",
+      promptTokens: 0,
+      cachedTokens: 0,
+      restoredTokens: 0,
+      evictedTokens: 0,
+      spilledTokens: 0,
+      completionTokens: 0,
+      totalMs: 0,
+    };
+    let lastTextAt: number | undefined;
+    const observed: ChatHooks = {
+      onStarted: (start) => {
+        record.workerId = start.workerId;
+        record.placement = start.placement;
+        record.promptTokens = start.promptTokens;
+        record.cachedTokens = start.cachedTokens;
+        hooks.onStarted?.(start);
+      },
+      onText: (text) => {
+        const at = this.now();
+        if (lastTextAt === undefined) record.ttftMs = at - startedAt;
+        else this.observer.interTokenGap?.(at - lastTextAt, job.modelId);
+        lastTextAt = at;
+        hooks.onText?.(text);
+      },
+    };
+    try {
+      const outcome = await this.chatWithDeadline(job, observed);
+      Object.assign(record, {
+        workerId: outcome.workerId,
+        placement: outcome.placement,
+        finishReason: outcome.finishReason,
+        promptTokens: outcome.promptTokens,
+        cachedTokens: outcome.cachedTokens,
+        restoredTokens: outcome.restoredTokens,
+        evictedTokens: outcome.evictedTokens,
+        spilledTokens: outcome.spilledTokens,
+        completionTokens: outcome.completionTokens,
+        queueMs: outcome.queueMs,
+        outcome: outcome.finishReason === "cancelled" ? "cancelled" : "ok",
+      });
+      return outcome;
+    } catch (error) {
+      record.outcome = error instanceof ServingError ? error.code : "internal_error";
+      throw error;
+    } finally {
+      record.totalMs = this.now() - startedAt;
+      this.observer.requestFinished?.(record);
+    }
+  }
+
+  private async chatWithDeadline(job: ChatJob, hooks: ChatHooks): Promise<ChatOutcome> {
     if (this.requestTimeoutMs <= 0) return this.chatUntil(job, hooks);
     // The deadline cancels the work like a client disconnect does, then answers 504.
     const deadline = AbortSignal.timeout(this.requestTimeoutMs);
@@ -109,12 +167,14 @@ export class CompletionService {
         const canRetry = error instanceof NotStartedError && job.pinnedWorkerId === undefined && attempt < this.fleet.workers.length;
         if (!canRetry) throw error instanceof NotStartedError ? error.cause : error;
         this.failovers++;
+        this.observer.failover?.(error.workerId);
       }
     }
   }
 
   private async runOnce(job: ChatJob, request: PlacementRequest, tokens: number[], maxTokens: number, hooks: ChatHooks): Promise<ChatOutcome> {
     const ticket = this.place(request, job.pinnedWorkerId);
+    this.observer.placed?.(ticket.placement, this.scheduler.policy.name);
     const worker = this.fleet.get(ticket.workerId)!;
     const placedAt = this.now();
     // Hot-prefix replication: the policy judged copying the prefix's KV cheaper than
@@ -153,7 +213,7 @@ export class CompletionService {
           "worker_failed",
           `Worker ${ticket.workerId} stopped while generating this request (${error.message}); it is being restarted. Retry the request.`,
         );
-        throw started ? failed : new NotStartedError(failed);
+        throw started ? failed : new NotStartedError(failed, ticket.workerId);
       }
       throw new ServingError("worker_failed", `Worker ${ticket.workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
     } finally {
@@ -177,8 +237,10 @@ export class CompletionService {
       const exported = await from.engine.exportPrefix(copy.tokens);
       if (exported) await to.engine.importState(exported.file);
       this.copies.push({ ...copy, ok: exported !== null });
+      this.observer.copied?.(copy, exported !== null);
     } catch (error) {
       this.copies.push({ ...copy, ok: false, error: (error as Error).message });
+      this.observer.copied?.(copy, false);
     }
   }
 
@@ -204,7 +266,10 @@ export class CompletionService {
 
 /** A request whose worker died before starting it: safe to place again. */
 class NotStartedError extends Error {
-  constructor(override readonly cause: ServingError) {
+  constructor(
+    override readonly cause: ServingError,
+    readonly workerId: string,
+  ) {
     super(cause.message);
   }
 }

@@ -60,11 +60,15 @@ describe("process isolation", () => {
     for (const failure of failed) expect(failure).toMatchObject({ ok: false, status: 500, message: expect.stringMatching(/w0 stopped while generating/) });
     for (const outcome of outcomes.filter((o) => o.ok)) expect(outcome).toMatchObject({ ok: true, tokens: 600 });
     expect((await health()).failovers).toBeGreaterThanOrEqual(1);
+    const metrics = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();
+    expect(metrics).toMatch(/radixgate_failovers_total\{worker="w0"\} [1-9]/);
 
     // The worker comes back on its own, in a new process, and serves again.
     const after = await until(health, (h) => h.workers.find((worker) => worker.id === "w0")?.alive === true);
     const w0 = after.workers.find((worker) => worker.id === "w0")!;
     expect(w0).toMatchObject({ alive: true, restarts: 1 });
+    const restarted = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();
+    expect(restarted).toMatch(/radixgate_worker_restarts_total\{worker="w0"\} 1/);
     const pinned = await server.client.chat.completions.create(
       { model: TINY_MODEL, messages: [{ role: "user", content: "back?" }], max_tokens: 3 },
       { headers: { "x-radixgate-worker": "w0" } },

@@ -1,0 +1,70 @@
+// What the serving layer reports as requests run: the metrics and the request log listen.
+// Every method has a no-op default, so a caller may implement only what it needs.
+import type { FinishReason } from "../engine/protocol.js";
+import type { CopyAction, Placement } from "../scheduler/types.js";
+
+/** One finished request, successful or not: the request log line and the per-request metrics. */
+export interface RequestRecord {
+  requestId: string;
+  modelId: string;
+  workerId?: string;
+  placement?: Placement;
+  /** "ok", or the error code it ended with. */
+  outcome: string;
+  finishReason?: FinishReason;
+  promptTokens: number;
+  cachedTokens: number;
+  restoredTokens: number;
+  evictedTokens: number;
+  spilledTokens: number;
+  completionTokens: number;
+  /** Placement to first text, ms (undefined when no text came). */
+  ttftMs?: number;
+  queueMs?: number;
+  totalMs: number;
+}
+
+export interface ServingObserver {
+  placed?(placement: Placement, policy: string): void;
+  /** Time between two streamed text events of one request, ms. */
+  interTokenGap?(ms: number, modelId: string): void;
+  requestFinished?(record: RequestRecord): void;
+  failover?(fromWorkerId: string): void;
+  copied?(copy: CopyAction, ok: boolean): void;
+}
+
+/** One observer that tells several. */
+export function observeAll(...observers: ServingObserver[]): ServingObserver {
+  return {
+    placed: (placement, policy) => observers.forEach((o) => o.placed?.(placement, policy)),
+    interTokenGap: (ms, modelId) => observers.forEach((o) => o.interTokenGap?.(ms, modelId)),
+    requestFinished: (record) => observers.forEach((o) => o.requestFinished?.(record)),
+    failover: (workerId) => observers.forEach((o) => o.failover?.(workerId)),
+    copied: (copy, ok) => observers.forEach((o) => o.copied?.(copy, ok)),
+  };
+}
+
+/** One structured log line per finished request. */
+export function requestLog(log: () => { info(object: object, message: string): void }): ServingObserver {
+  return {
+    requestFinished: (record) =>
+      log().info(
+        {
+          requestId: record.requestId,
+          model: record.modelId,
+          worker: record.workerId,
+          placement: record.placement && `${record.placement.reason};matched=${record.placement.matchedTokens}`,
+          outcome: record.outcome,
+          finishReason: record.finishReason,
+          promptTokens: record.promptTokens,
+          cachedTokens: record.cachedTokens,
+          restoredTokens: record.restoredTokens,
+          completionTokens: record.completionTokens,
+          ttftMs: record.ttftMs === undefined ? undefined : Math.round(record.ttftMs),
+          queueMs: record.queueMs === undefined ? undefined : Math.round(record.queueMs),
+          totalMs: Math.round(record.totalMs),
+        },
+        "completion",
+      ),
+  };
+}

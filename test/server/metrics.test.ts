@@ -1,0 +1,54 @@
+// GET /metrics: every documented name is there, and the per-request figures move.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { METRIC_NAMES } from "../../src/metrics/metrics.js";
+import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer({ workers: 2, slots: 2, policy: "preble" });
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+async function scrape(): Promise<string> {
+  const response = await fetch(server.baseURL.replace(/\/v1$/, "/metrics"));
+  expect(response.status).toBe(200);
+  expect(response.headers.get("content-type")).toMatch(/text\/plain/);
+  return response.text();
+}
+
+/** The value of one sample line, e.g. value(text, 'radixgate_ttft_seconds_count{model="m"}'). */
+function value(text: string, sample: string): number {
+  const line = text.split("\n").find((candidate) => candidate.startsWith(`${sample} `));
+  return line === undefined ? Number.NaN : Number(line.slice(sample.length + 1));
+}
+
+describe("GET /metrics", () => {
+  it("exposes every documented metric name", async () => {
+    const text = await scrape();
+    for (const name of METRIC_NAMES) expect(text, name).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
+  });
+
+  it("records each request's prompt, cached and completion tokens, TTFT and placement", async () => {
+    const before = await scrape();
+    const messages = [{ role: "system" as const, content: "metrics ".repeat(200) }, { role: "user" as const, content: "one" }];
+    await server.client.chat.completions.create({ model: TINY_MODEL, messages, max_tokens: 5 });
+    const stream = await server.client.chat.completions.create({ model: TINY_MODEL, messages, max_tokens: 5, stream: true });
+    for await (const _chunk of stream) void _chunk;
+    const after = await scrape();
+    const model = `{model="${TINY_MODEL}"}`;
+    for (const histogram of ["radixgate_prompt_tokens", "radixgate_cached_tokens", "radixgate_completion_tokens", "radixgate_ttft_seconds"]) {
+      expect(value(after, `${histogram}_count${model}`) - (value(before, `${histogram}_count${model}`) || 0), histogram).toBe(2);
+    }
+    // The second request found the first one's prompt in the worker's KV (exploited).
+    expect(value(after, `radixgate_cached_tokens_sum${model}`) - (value(before, `radixgate_cached_tokens_sum${model}`) || 0)).toBeGreaterThan(200);
+    expect(after).toMatch(/radixgate_placements_total\{policy="preble",reason="(exploit|explore)"\} \d+/);
+    expect(value(after, `radixgate_completion_tokens_sum${model}`) - (value(before, `radixgate_completion_tokens_sum${model}`) || 0)).toBe(10);
+    expect(after).toMatch(/radixgate_http_requests_total\{route="\/v1\/chat\/completions",method="POST",status="200"\} \d+/);
+    expect(after).toMatch(/radixgate_worker_slots\{worker="w0",model="radixgate-tiny"\} 2/);
+    expect(after).toMatch(/radixgate_worker_alive\{worker="w1",model="radixgate-tiny"\} 1/);
+  });
+});
