@@ -11,12 +11,16 @@ async function main(): Promise<void> {
     { models: loaded.config.models.map((model) => model.id), workers: radixgate.fleet.workers.map((worker) => worker.engine.id), policy: loaded.config.scheduler.policy },
     `Radixgate serving on ${address} (config ${loaded.path})`,
   );
+  // Live config: SIGHUP or an edit of the file (hot-reload.ts says which keys apply live).
+  radixgate.reloader.watchFile();
+  process.on("SIGHUP", () => void radixgate.reloader.reload("SIGHUP"));
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    radixgate.app.log.info(`${signal}: shutting down`);
-    radixgate.close().then(
+    const timeoutMs = radixgate.reloader.config.server.shutdownTimeoutMs;
+    radixgate.app.log.info(`${signal}: no new connections; in-flight requests get ${timeoutMs} ms to finish`);
+    radixgate.shutdown(timeoutMs).then(
       () => process.exit(0),
       (error: unknown) => {
         radixgate.app.log.error({ err: error }, "shutdown failed");

@@ -13,9 +13,12 @@ import { createPolicy, type PolicyOptions } from "./scheduler/registry.js";
 import { CompletionService } from "./serving/completion-service.js";
 import { Fleet } from "./serving/fleet.js";
 import { observeAll, requestLog } from "./serving/observer.js";
+import { changedPaths, ConfigReloader } from "./serving/hot-reload.js";
 import { Metrics } from "./metrics/metrics.js";
 
 export interface Radixgate {
+  /** Re-reads config.yml and applies what can change live (SIGHUP, file change). */
+  reloader: ConfigReloader;
   app: FastifyInstance;
   metrics: Metrics;
   fleet: Fleet;
@@ -23,9 +26,14 @@ export interface Radixgate {
   /** Listens on config.server host/port; resolves with the address, e.g. http://127.0.0.1:8080. */
   listen(): Promise<string>;
   close(): Promise<void>;
+  /**
+   * SIGTERM: stop accepting connections, let in-flight requests (streams too) finish for up
+   * to `timeoutMs`, then cut what is left (their generations are cancelled), dispose workers.
+   */
+  shutdown(timeoutMs: number): Promise<void>;
 }
 
-export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Radixgate> {
+export async function createRadixgate({ config, dir, path }: LoadedConfig): Promise<Radixgate> {
   // Fail on a bad policy name before spending time loading models.
   createPolicy(config.scheduler.policy, policyOptions(config));
   const modelPaths = new Map<string, string>();
@@ -65,15 +73,44 @@ export async function createRadixgate({ config, dir }: LoadedConfig): Promise<Ra
   const metrics = new Metrics(fleet, scheduler);
   const observer = observeAll(metrics, requestLog(() => app.log));
   const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens, config.generation.requestTimeoutMs, observer);
-  const app = buildApp({ config, fleet, scheduler, service, metrics });
+  const apiKeys = { keys: config.server.apiKeys };
+  const app = buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError: () => reloader.lastError });
+  const reloader = new ConfigReloader(path, config, {
+    log: app.log,
+    async apply(next, previous) {
+      if (changedPaths(previous.scheduler, next.scheduler).some((key) => ["policy", "preble", "cacheAware"].some((live) => key.startsWith(live)))) {
+        scheduler.setPolicy(createPolicy(next.scheduler.policy, policyOptions(next)));
+      }
+      if (changedPaths(previous.scheduler.local, next.scheduler.local).length > 0) {
+        await Promise.all(fleet.workers.map((worker) => worker.engine.configure(next.scheduler.local)));
+      }
+      apiKeys.keys = next.server.apiKeys;
+    },
+  });
   return {
     app,
     metrics,
+    reloader,
     fleet,
     scheduler,
     listen: () => app.listen({ host: config.server.host, port: config.server.port }),
     async close() {
+      reloader.close();
       await app.close();
+      await fleet.close();
+      await preparer.close();
+    },
+    async shutdown(timeoutMs) {
+      reloader.close();
+      const deadline = setTimeout(() => {
+        app.log.warn(`shutdown: requests still running after ${timeoutMs} ms are cut`);
+        app.server.closeAllConnections();
+      }, timeoutMs);
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(deadline);
+      }
       await fleet.close();
       await preparer.close();
     },

@@ -89,6 +89,10 @@ function applyEnvOverrides(config: Config, env: NodeJS.ProcessEnv): void {
     config.server.port = port;
   }
   if (env.RADIXGATE_POLICY) config.scheduler.policy = env.RADIXGATE_POLICY;
+  if (env.RADIXGATE_API_KEYS) {
+    const keys = env.RADIXGATE_API_KEYS.split(",").map((key) => key.trim()).filter((key) => key.length > 0);
+    config.server.apiKeys = [...new Set([...config.server.apiKeys, ...keys])];
+  }
 }
 
 /** "/models/0/slots" -> "models[0].slots" — the way a person reads a YAML key. */

@@ -48,6 +48,11 @@ export const ConfigSchema = Type.Object(
         host: Type.String({ default: "127.0.0.1", description: "Listen address (env HOST overrides)." }),
         port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: "Listen port (env PORT overrides; 0 = any free port)." }),
         bodyLimitBytes: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024, description: "Largest request body accepted." }),
+        apiKeys: Type.Array(Type.String({ minLength: 1 }), {
+          default: [],
+          description: "Bearer keys clients must send (Authorization: Bearer <key>); empty = no authentication. Env RADIXGATE_API_KEYS (comma-separated) adds keys.",
+        }),
+        shutdownTimeoutMs: Type.Integer({ minimum: 0, default: 30_000, description: "On SIGTERM, in-flight requests get this long to finish before they are cancelled." }),
         logLevel: Type.Union(
           ["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((level) => Type.Literal(level)),
           { default: "info" },

@@ -124,6 +124,12 @@ export class EngineWorker {
     return (await this.run({ kind: "import-state", file })) as ImportResult;
   }
 
+  /** Hot reload of the local scheduler's settings. */
+  async configure(local: WorkerInit["local"]): Promise<void> {
+    this.init.local = local;
+    await this.run({ kind: "configure", local });
+  }
+
   /** Frees the model and stops the worker. Call only once no generation is running. */
   async close(): Promise<void> {
     try {

@@ -118,7 +118,13 @@ export interface ImportResult {
   tokens: number;
 }
 
-export type WorkerTask = LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask;
+/** Hot reload: new local scheduler settings, in effect for the next admission and batch. */
+export interface ConfigureTask {
+  kind: "configure";
+  local: LocalSchedulerSettings;
+}
+
+export type WorkerTask = LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask | ConfigureTask;
 
 /** What a profile measured, in milliseconds. */
 export interface ProfileResult {

@@ -80,6 +80,11 @@ async function handleTask(
       return exportPrefix(await loadEngine(), task);
     case "import-state":
       return importState(await loadEngine(), task);
+    case "configure":
+      // The batching strategy reads init.local on every batch; the local scheduler is told.
+      init.local = task.local;
+      (await loadEngine()).slots.configure({ priorityGroups: task.local.priorityGroups, quotaPerGroup: task.local.quotaPerGroup });
+      return null;
     default:
       return task satisfies never;
   }

@@ -8,7 +8,8 @@ import type { CompletionService } from "../serving/completion-service.js";
 import type { Fleet } from "../serving/fleet.js";
 import { installErrorHandlers } from "./error-handler.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
-import { healthRoute } from "./routes/health.js";
+import { healthRoute, readyRoute } from "./routes/health.js";
+import { installApiKeys, type ApiKeys } from "./auth.js";
 import { metricsRoute } from "./routes/metrics.js";
 import { modelsRoute } from "./routes/models.js";
 
@@ -18,9 +19,12 @@ export interface AppServices {
   scheduler: GlobalScheduler;
   service: CompletionService;
   metrics: Metrics;
+  apiKeys: ApiKeys;
+  /** Why the last config reload was refused, if it was. */
+  configError?: () => string | undefined;
 }
 
-export function buildApp({ config, fleet, scheduler, service, metrics }: AppServices): FastifyInstance {
+export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError = () => undefined }: AppServices): FastifyInstance {
   const app = Fastify({
     logger: { level: config.server.logLevel },
     bodyLimit: config.server.bodyLimitBytes,
@@ -35,9 +39,11 @@ export function buildApp({ config, fleet, scheduler, service, metrics }: AppServ
     reply.header("x-request-id", request.id);
   });
   installErrorHandlers(app);
+  installApiKeys(app, apiKeys);
   metricsRoute(app, metrics);
   chatCompletionsRoute(app, service);
   modelsRoute(app, fleet);
-  healthRoute(app, fleet, scheduler, service);
+  healthRoute(app, fleet, scheduler, service, configError);
+  readyRoute(app, scheduler);
   return app;
 }

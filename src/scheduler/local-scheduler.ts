@@ -54,18 +54,20 @@ interface Waiting {
 }
 
 export class LocalScheduler {
+  private options: LocalSchedulerOptions;
   private readonly busy: boolean[];
   private readonly lastUsedMs_: number[];
   private waiting: Waiting[] = [];
   /** Round-robin state: the group served now and what each group admitted in this pass. */
   private currentGroup: number;
-  private readonly admittedInPass: number[];
+  private admittedInPass: number[];
   private readonly now: () => number;
 
   constructor(
-    private readonly options: LocalSchedulerOptions,
+    options: LocalSchedulerOptions,
     private readonly sources: PrefixSources,
   ) {
+    this.options = options;
     this.busy = new Array<boolean>(options.slots).fill(false);
     this.lastUsedMs_ = new Array<number>(options.slots).fill(-Infinity);
     this.admittedInPass = new Array<number>(options.priorityGroups).fill(0);
@@ -79,6 +81,19 @@ export class LocalScheduler {
 
   get waitingCount(): number {
     return this.waiting.length;
+  }
+
+  /** Hot reload: new P and k; the round-robin starts a fresh pass from the highest group. */
+  configure(groups: Pick<LocalSchedulerOptions, "priorityGroups" | "quotaPerGroup">): void {
+    this.options = { ...this.options, ...groups };
+    this.admittedInPass = new Array<number>(groups.priorityGroups).fill(0);
+    this.currentGroup = groups.priorityGroups - 1;
+    this.dispatch();
+  }
+
+  /** The settings in effect. */
+  get settings(): Readonly<LocalSchedulerOptions> {
+    return this.options;
   }
 
   /** When the slot last finished a request (-Infinity if never). */

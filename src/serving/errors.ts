@@ -5,6 +5,7 @@ export const ERROR_CATALOGUE = {
   invalid_request: { status: 400, type: "invalid_request_error" },
   invalid_json: { status: 400, type: "invalid_request_error" },
   unsupported_parameter: { status: 400, type: "invalid_request_error" },
+  invalid_api_key: { status: 401, type: "invalid_request_error" },
   model_not_found: { status: 404, type: "invalid_request_error" },
   route_not_found: { status: 404, type: "invalid_request_error" },
   worker_not_found: { status: 400, type: "invalid_request_error" },

@@ -1,16 +1,25 @@
 // GET /health — the process is up and how its workers are (200 while any is alive).
+// GET /ready — every configured worker is loaded and alive.
 import type { FastifyInstance } from "fastify";
 import type { GlobalScheduler } from "../../scheduler/global-scheduler.js";
 import type { CompletionService } from "../../serving/completion-service.js";
 import type { Fleet } from "../../serving/fleet.js";
 
-export function healthRoute(app: FastifyInstance, fleet: Fleet, scheduler: GlobalScheduler, service: CompletionService): void {
+export function healthRoute(
+  app: FastifyInstance,
+  fleet: Fleet,
+  scheduler: GlobalScheduler,
+  service: CompletionService,
+  configError: () => string | undefined,
+): void {
   app.get("/health", async (_request, reply) => {
     const workers = scheduler.views();
     const alive = workers.filter((worker) => worker.alive).length;
     return reply.code(alive > 0 ? 200 : 503).send({
       status: alive > 0 ? "ok" : "no_live_worker",
       policy: scheduler.policy.name,
+      local: fleet.workers[0]?.engine.init.local,
+      config_error: configError() ?? null,
       failovers: service.failovers,
       workers: workers.map((worker) => ({
         id: worker.id,
@@ -25,5 +34,13 @@ export function healthRoute(app: FastifyInstance, fleet: Fleet, scheduler: Globa
         isolation: fleet.get(worker.id)?.engine.options.isolation,
       })),
     });
+  });
+}
+
+/** GET /ready — 200 once every configured worker is loaded and alive, else 503 naming those that are not. */
+export function readyRoute(app: FastifyInstance, scheduler: GlobalScheduler): void {
+  app.get("/ready", async (_request, reply) => {
+    const notReady = scheduler.views().filter((worker) => !worker.alive).map((worker) => worker.id);
+    return reply.code(notReady.length === 0 ? 200 : 503).send({ ready: notReady.length === 0, not_ready: notReady });
   });
 }
