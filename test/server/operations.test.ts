@@ -68,7 +68,8 @@ describe("API keys, readiness and models", () => {
   });
 
   it("refuses a request without a key or with a wrong one, in OpenAI's shape", async () => {
-    for (const headers of [{}, { authorization: "Bearer sk-wrong" }, { authorization: "sk-one" }]) {
+    const attempts: Record<string, string>[] = [{}, { authorization: "Bearer sk-wrong" }, { authorization: "sk-one" }];
+    for (const headers of attempts) {
       const response = await fetch(`${base}/v1/models`, { headers });
       expect(response.status).toBe(401);
       const body = (await response.json()) as { error: { code: string; message: string } };

@@ -19,7 +19,9 @@ function writeConfig(text: string): string {
 describe("parseConfig", () => {
   it("fills every default", () => {
     const config = parseConfig(minimal);
-    expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8388608, logLevel: "info" });
+    expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8388608, apiKeys: [], shutdownTimeoutMs: 30000, logLevel: "info" });
+    expect(config.spill).toEqual({ budgetBytes: 536870912, minTokens: 64, recentMs: 600000, dir: "" });
+    expect(config.generation).toEqual({ defaultMaxTokens: 256, requestTimeoutMs: 600000 });
     expect(config.models[0]).toMatchObject({ workers: 2, slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
     expect(config.scheduler.policy).toBe("preble");
     expect(config.scheduler.preble).toEqual({ rebalanceRatio: 1.5, historyPerWorker: 50, hotTtftRatio: 2, hotMinSamples: 3 });
@@ -54,7 +56,8 @@ describe("parseConfig", () => {
   });
 
   it("lets PORT, HOST and RADIXGATE_POLICY override the file", () => {
-    const config = parseConfig(minimal, { PORT: "9001", HOST: "0.0.0.0", RADIXGATE_POLICY: "affinity" });
+    const config = parseConfig(minimal, { PORT: "9001", HOST: "0.0.0.0", RADIXGATE_POLICY: "affinity", RADIXGATE_API_KEYS: "sk-a, sk-b" });
+    expect(config.server.apiKeys).toEqual(["sk-a", "sk-b"]);
     expect(config.server.port).toBe(9001);
     expect(config.server.host).toBe("0.0.0.0");
     expect(config.scheduler.policy).toBe("affinity");
