@@ -18,7 +18,10 @@ export const ModelConfigSchema = Type.Object(
         "`preset:<name>` (a model the project generates: tiny, bench), a path to a .gguf file " +
         "(relative to config.yml), or an `hf:<user>/<repo>:<quant>` URI fetched on first start.",
     }),
-    workers: Type.Integer({ minimum: 1, maximum: 64, default: 2, description: "Workers (one llama.cpp context each) serving this model." }),
+    workers: Type.Union([Type.Integer({ minimum: 1, maximum: 64 }), Type.Literal("auto")], {
+      default: "auto",
+      description: "Workers (one llama.cpp context each) serving this model; auto = one per GPU found (pinned to it), or 2 on CPU.",
+    }),
     slots: Type.Integer({ minimum: 1, maximum: 256, default: 4, description: "Sequences (KV slots) per worker." }),
     contextSize: Type.Integer({ minimum: 64, maximum: 1048576, default: 4096, description: "Tokens per slot." }),
     batchSize: Type.Integer({ minimum: 1, maximum: 65536, default: 512, description: "Tokens llama.cpp evaluates in one batch." }),
@@ -35,7 +38,7 @@ export const ModelConfigSchema = Type.Object(
     seed: Type.Integer({ minimum: 0, default: 1, description: "Seed of a generated `preset:` model." }),
     isolation: Type.Union([Type.Literal("auto"), Type.Literal("thread"), Type.Literal("process")], {
       default: "auto",
-      description: "thread: a worker thread in the host; process: a child process per worker (a native abort ends only that worker); auto: process on GPU, thread on CPU.",
+      description: "thread: a worker thread in the host; process: a child process per worker (a native abort ends only that worker); auto: process when several GPUs are found, else thread.",
     }),
   },
   closed,

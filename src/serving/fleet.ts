@@ -5,6 +5,8 @@
 // fleet tells it through the hooks.
 import type { Config, ModelConfig } from "../config/schema.js";
 import { EngineWorker, type Isolation } from "../engine/engine-worker.js";
+import { visibleDevicesEnv, type GpuDetection } from "../engine/gpu-detect.js";
+import { probeGpus } from "../engine/gpu-probe.js";
 
 export interface ServedModel {
   config: ModelConfig;
@@ -46,10 +48,12 @@ export class Fleet {
   }
 
   /** Starts every worker of every model; resolves once all have loaded (fails if any fails). */
-  static async start(config: Config, modelPaths: Map<string, string>): Promise<Fleet> {
+  static async start(config: Config, modelPaths: Map<string, string>, detect = probeGpus): Promise<Fleet> {
     const workers: FleetWorker[] = [];
     for (const model of config.models) {
-      for (let i = 0; i < model.workers; i++) {
+      const gpus = await detect(model.gpu);
+      const plan = planWorkers(model, gpus);
+      for (const { isolation, env } of plan) {
         const engine = new EngineWorker(
           {
             workerId: `w${workers.length}`,
@@ -63,7 +67,7 @@ export class Fleet {
             local: config.scheduler.local,
             spill: config.spill,
           },
-          { isolation: isolationOf(model) },
+          { isolation, env },
         );
         workers.push({ engine, modelId: model.id, restarts: 0, alive: false });
       }
@@ -132,8 +136,29 @@ export class Fleet {
   }
 }
 
-/** `auto`: a process per worker when it drives a GPU (a native abort must not end the host), a thread on CPU. */
-export function isolationOf(model: ModelConfig): Isolation {
-  if (model.isolation !== "auto") return model.isolation;
-  return model.gpu === false ? "thread" : "process";
+/** CPU workers when `workers: auto` finds no GPU (placement is real from day one). */
+const CPU_AUTO_WORKERS = 2;
+
+export interface WorkerPlan {
+  isolation: Isolation;
+  /** CUDA_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES of a process worker pinned to one GPU. */
+  env: Record<string, string>;
+}
+
+/**
+ * How many workers a model gets and how each runs. `workers: auto` = one per GPU found (or 2
+ * on CPU). `isolation: auto` = a process per worker when several GPUs are found, each pinned
+ * to its card (node-llama-cpp 3.21.1 splits a model over every GPU a process can see), else
+ * a thread. Worker i takes GPU i modulo the GPUs found.
+ */
+export function planWorkers(model: ModelConfig, gpus: GpuDetection): WorkerPlan[] {
+  const found = gpus.devices.length;
+  const workers = model.workers !== "auto" ? model.workers : found > 0 ? found : CPU_AUTO_WORKERS;
+  const isolation: Isolation = model.isolation !== "auto" ? model.isolation : found >= 2 ? "process" : "thread";
+  return Array.from({ length: workers }, (_, i) => {
+    const device = gpus.devices[i % Math.max(1, found)];
+    // Pinning needs a process of its own; a thread sees what the host sees.
+    const env = isolation === "process" && device !== undefined && found >= 2 ? visibleDevicesEnv(gpus.backend, device.index) : {};
+    return { isolation, env };
+  });
 }

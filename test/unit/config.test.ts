@@ -22,7 +22,7 @@ describe("parseConfig", () => {
     expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8388608, apiKeys: [], shutdownTimeoutMs: 30000, logLevel: "info" });
     expect(config.spill).toEqual({ budgetBytes: 536870912, minTokens: 64, recentMs: 600000, dir: "" });
     expect(config.generation).toEqual({ defaultMaxTokens: 256, requestTimeoutMs: 600000 });
-    expect(config.models[0]).toMatchObject({ workers: 2, slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
+    expect(config.models[0]).toMatchObject({ workers: "auto", isolation: "auto", slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
     expect(config.scheduler.policy).toBe("preble");
     expect(config.scheduler.preble).toEqual({ rebalanceRatio: 1.5, historyPerWorker: 50, hotTtftRatio: 2, hotMinSamples: 3 });
     expect(config.scheduler.local).toEqual({ priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 });
@@ -82,7 +82,7 @@ describe("config file", () => {
   it("accepts the shipped config.yml", () => {
     const { config } = loadConfigFile(join(process.cwd(), "config.yml"), {});
     expect(config.models.map((model) => model.source)).toEqual(["preset:tiny"]);
-    expect(config.models[0]?.workers).toBe(2);
+    expect(config.models[0]?.workers).toBe("auto");
   });
 
   for (const [what, yaml, message] of [
