@@ -3,7 +3,7 @@
 // for each request `place` (timed on its own), then the worker's `slot-holds` report for a
 // rotating slot, then `complete` for the requests that fall out of the in-flight window.
 //
-//   node --expose-gc --import tsx bench/scheduler/scheduler.bench.ts [--seed N] [--salt N] [--quick]
+//   node --expose-gc --import tsx bench/scheduler/scheduler.bench.ts [--seed N] [--salt N] [--quick] [--dump-decisions DIR]
 //
 // Fleet: 8 workers of one model, 200k tokens of KV each, Preble's A6000 / Mistral-7B time
 // model. Workloads (bench/workloads/): (a) ToolBench-like, 1000 shared ~2000-token prefixes
@@ -15,10 +15,13 @@
 // arm inherits another's heap, garbage or JIT state; arms of a workload place the same
 // requests (same warm-up, same measured sample). Heap per tree token needs --expose-gc (the
 // script says whether it has it). Writes bench/results/scheduler.json and scheduler.md.
-// Measures; asserts nothing.
+// Measures; asserts nothing. Each arm also reports a digest of every decision it made
+// (warm-up included: chosen worker and reason, in order) and of the priced costs, so two
+// versions of the scheduler can be shown to decide identically for the same seed and salt;
+// --dump-decisions DIR writes them one per line (DIR/<workload>-<policy>.txt) for a diff.
 import { execFileSync, fork } from "node:child_process";
 import { randomInt } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { GlobalScheduler, type PlacementTicket } from "../../src/scheduler/global-scheduler.js";
@@ -110,10 +113,16 @@ interface ArmResult {
     measured: boolean;
     schedulerBytes?: number;
     bytesPerTreeToken?: number;
+    /** Prompt arrays reachable after gc from the slots' last reports (through the scheduler
+     *  only: the bench's references are weak) and from the requests in flight. */
     slotMirrorBytes: number;
     bytesPerTreeTokenWithoutMirror?: number;
   };
   reasons: Record<string, number>;
+  /** FNV-1a over every decision of the arm (warm-up and measured): worker index and reason. */
+  decisionDigest: string;
+  /** FNV-1a over the costs each decision priced (worker index and float64 bits). */
+  costsDigest: string;
   matchedFractionMean: number;
   hitFractionMean: number;
   hitTokenFraction: number;
@@ -139,12 +148,36 @@ function summarize(samplesNs: Float64Array): LatencySummary {
   return { p50: at(0.5), p90: at(0.9), p99: at(0.99), p999: at(0.999), max: sorted[sorted.length - 1]! / 1000, mean: sum / sorted.length / 1000 };
 }
 
+/** 32-bit FNV-1a, fed 32-bit words. */
+class Fnv {
+  private h = 0x811c9dc5;
+
+  word(value: number): void {
+    for (let shift = 0; shift < 32; shift += 8) {
+      this.h ^= (value >>> shift) & 0xff;
+      this.h = Math.imul(this.h, 0x01000193);
+    }
+  }
+
+  string(value: string): void {
+    for (let i = 0; i < value.length; i++) this.word(value.charCodeAt(i));
+    this.word(0xffffffff);
+  }
+
+  get hex(): string {
+    return (this.h >>> 0).toString(16).padStart(8, "0");
+  }
+}
+
+const float64 = new Float64Array(1);
+const float64Words = new Uint32Array(float64.buffer);
+
 function requestsOf(workload: WorkloadName, seed: number, salt: number): Iterator<WorkloadRequest> {
   if (workload === "toolbench") return toolbenchZipf({ seed, salt });
   return mooncakeRequests(readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE), { seed, salt });
 }
 
-function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResult {
+async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Promise<ArmResult> {
   const { seed, salt, quick } = args;
   const records = workload === "mooncake" ? readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE).length : 0;
   const p = plan(workload, quick, records, args.toolbenchSlots);
@@ -164,6 +197,9 @@ function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResul
   let hitFractionSum = 0;
   let hitTokens = 0;
   let promptTokens = 0;
+  const decisionHash = new Fnv();
+  const costsHash = new Fnv();
+  const dump: string[] | undefined = args.dumpDecisions === undefined ? undefined : [];
   // The first request is drawn before the baseline: the generator's own tables are then
   // allocated and stay out of the scheduler's heap.
   let pending: WorkloadRequest | undefined = take();
@@ -178,7 +214,9 @@ function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResul
   const tree = scheduler.tree(MODEL)!;
   const workerIndex = new Map(workerIds.map((id, i) => [id, i]));
   const nextSlot = new Int32Array(WORKERS);
-  const slotHolds: (readonly number[] | undefined)[][] = workerIds.map(() => new Array<number[] | undefined>(p.slots).fill(undefined));
+  // What each slot was last told to hold, held WEAKLY: the heap reading below counts a prompt
+  // array as the scheduler's slot mirror only if something else (the scheduler) keeps it.
+  const slotHolds: (WeakRef<readonly number[]> | undefined)[][] = workerIds.map(() => new Array<WeakRef<readonly number[]> | undefined>(p.slots).fill(undefined));
   const inFlightOn = new Int32Array(WORKERS);
   const maxInFlight = IN_FLIGHT_PER_WORKER * WORKERS;
   const inFlight: { ticket: PlacementTicket; hit: number; ttftMs: number; outputTokens: number }[] = [];
@@ -220,7 +258,7 @@ function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResul
     const w = workerIndex.get(ticket.workerId)!;
     const slot = nextSlot[w]!;
     nextSlot[w] = (slot + 1) % p.slots;
-    slotHolds[w]![slot] = request.tokens;
+    if (!measure) slotHolds[w]![slot] = new WeakRef(request.tokens);
     const hit = before.perWorker.get(ticket.workerId) ?? 0;
     const n = request.tokens.length;
     // Modelled TTFT: this prefill, queued behind the worker's requests in flight.
@@ -231,6 +269,19 @@ function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResul
     inFlightOn[w]!++;
     while (inFlight.length - inFlightHead > maxInFlight) completeOldest();
     const t3 = process.hrtime.bigint();
+    decisionHash.word(w);
+    decisionHash.string(ticket.placement.reason);
+    const costs = ticket.placement.costs;
+    if (costs !== undefined) {
+      for (const [id, cost] of Object.entries(costs)) {
+        costsHash.word(workerIndex.get(id)!);
+        float64[0] = cost;
+        costsHash.word(float64Words[0]!);
+        costsHash.word(float64Words[1]!);
+      }
+    }
+    costsHash.word(0xffffffff);
+    dump?.push(`${w} ${ticket.placement.reason}${costs === undefined ? "" : ` ${JSON.stringify(costs)}`}`);
     if (measure) {
       reasons[ticket.placement.reason] = (reasons[ticket.placement.reason] ?? 0) + 1;
       placements[w]!++;
@@ -256,10 +307,18 @@ function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResul
   const warmup = { requests: p.warmupRequests, treeTokens: tree.tokenCount, treeNodes: tree.nodeCount, reachedTarget: tree.tokenCount >= TREE_TARGET_TOKENS, cachedTokensAllWorkers: cachedAll() };
 
   // Heap of everything the scheduler keeps, the tree and its slot mirror (the prompts it
-  // was told each slot holds: shared with the requests in flight).
+  // was told each slot holds, if it keeps them: shared with the requests in flight). A
+  // WeakRef keeps its target alive until the end of the job that made or read it: yield once
+  // so that only what is strongly reachable is counted.
+  await new Promise<void>((resolve) => setImmediate(resolve));
   const heapAfter = heapUsed();
   const mirror = new Set<readonly number[]>();
-  for (const slots of slotHolds) for (const tokens of slots) if (tokens) mirror.add(tokens);
+  for (const slots of slotHolds) {
+    for (const ref of slots) {
+      const tokens = ref?.deref();
+      if (tokens) mirror.add(tokens);
+    }
+  }
   for (let i = inFlightHead; i < inFlight.length; i++) mirror.add(inFlight[i]!.ticket.request.tokens);
   let slotMirrorBytes = 0;
   for (const tokens of mirror) slotMirrorBytes += 16 + 8 * tokens.length;
@@ -290,6 +349,10 @@ function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResul
   }
   const n = p.measuredRequests;
   const meanPlacements = n / WORKERS;
+  if (dump !== undefined) {
+    mkdirSync(args.dumpDecisions!, { recursive: true });
+    writeFileSync(`${args.dumpDecisions}/${workload}-${policy}.txt`, `${dump.join("\n")}\n`);
+  }
   return {
     policy,
     workload,
@@ -320,6 +383,8 @@ function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): ArmResul
       slotMirrorBytes,
     },
     reasons: Object.fromEntries(Object.entries(reasons).map(([reason, count]) => [reason, count / n])),
+    decisionDigest: decisionHash.hex,
+    costsDigest: costsHash.hex,
     matchedFractionMean: matchedFractionSum / n,
     hitFractionMean: hitFractionSum / n,
     hitTokenFraction: hitTokens / promptTokens,
@@ -336,6 +401,7 @@ interface Args {
   quick: boolean;
   toolbenchSlots: number;
   arm: string | undefined;
+  dumpDecisions: string | undefined;
 }
 
 function parseArgs(argv: readonly string[]): Args {
@@ -357,6 +423,7 @@ function parseArgs(argv: readonly string[]): Args {
     quick: argv.includes("--quick"),
     toolbenchSlots: int("--toolbench-slots", TOOLBENCH_SLOTS),
     arm: value("--arm"),
+    dumpDecisions: value("--dump-decisions"),
   };
 }
 
@@ -365,6 +432,7 @@ function runChild(args: Args, policy: PolicyArm, workload: WorkloadName): Promis
   const childArgs = [
     ...["--arm", `${workload}/${policy}`, "--seed", String(args.seed), "--salt", String(args.salt), "--toolbench-slots", String(args.toolbenchSlots)],
     ...(args.quick ? ["--quick"] : []),
+    ...(args.dumpDecisions !== undefined ? ["--dump-decisions", args.dumpDecisions] : []),
   ];
   return new Promise((resolve, reject) => {
     let result: ArmResult | undefined;
@@ -459,8 +527,12 @@ function markdown(report: Report): string {
       "cycles/s adds the `slot-holds` report and the `complete` calls each placement triggers (which pass prefillMs and decodeMsPerToken, so the time models refit online).",
     "- Tree tokens (distinct) and nodes at the end of the warm-up, where the heap is measured: JS heap + ArrayBuffers after vs before building the scheduler, " +
       (report.gcExposed ? "with gc() before each reading" : "NOT measured: gc was not exposed (run with node --expose-gc)") +
-      ". Most of it is the slot mirror, the prompts the scheduler keeps per slot as number[] (8 B per token); in parentheses, the rest (the tree).",
+      ". In parentheses, without the prompt arrays (number[], 8 B per token) still reachable after gc from the slots' last reports " +
+      "(the scheduler's slot mirror, when it keeps them: the bench itself holds them only weakly) or from the requests in flight.",
     "- matched = Preble's matched / prompt (the longest prefix cached on any worker); hit on chosen = the part of the prompt the chosen worker held; per-request means.",
+    `- Decision digests (FNV-1a over every decision, warm-up included: chosen worker and reason / over the priced costs): ${report.arms
+      .map((arm) => `${arm.workload}/${arm.policy} ${arm.decisionDigest} / ${arm.costsDigest}`)
+      .join("; ")}.`,
     ...(short.length > 0
       ? [
           `- Below ${fmt(TREE_TARGET_TOKENS)} distinct tokens after the warm-up: ${short
@@ -479,7 +551,7 @@ async function main(): Promise<void> {
   if (args.arm !== undefined) {
     const [workload, policy] = args.arm.split("/") as [WorkloadName, PolicyArm];
     if (!WORKLOADS.includes(workload) || !POLICIES.includes(policy)) throw new Error(`unknown arm ${args.arm}`);
-    const result = runArm(policy, workload, args);
+    const result = await runArm(policy, workload, args);
     // Run by hand (e.g. under --cpu-prof) there is no parent: print the result instead.
     if (process.send === undefined) console.log(JSON.stringify(result, null, 2));
     else await new Promise<void>((resolve, reject) => process.send!(result, (error: Error | null) => (error ? reject(error) : resolve())));
@@ -505,7 +577,7 @@ async function main(): Promise<void> {
       const m = arm.measured;
       console.log(
         `${workload}/${policy}: ${fmt(m.decisionsPerS)} decisions/s, ${fmt(m.cyclesPerS)} cycles/s, place p50 ${fmt(m.placeUs.p50, 1)} us, p99 ${fmt(m.placeUs.p99, 1)} us, ` +
-          `max ${fmt(m.placeUs.max)} us (n=${m.requests}); tree ${fmt(arm.warmup.treeTokens)} tokens`,
+          `max ${fmt(m.placeUs.max)} us (n=${m.requests}); tree ${fmt(arm.warmup.treeTokens)} tokens; decisions ${arm.decisionDigest}, costs ${arm.costsDigest}`,
       );
     }
   }

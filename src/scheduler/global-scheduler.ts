@@ -5,8 +5,8 @@
 //
 // Pure: no I/O, the clock is injected, so the server, the unit tests and the simulator run
 // this same code.
-import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
-import { RadixTree, type InFlightHandle } from "./radix-tree.js";
+import type { TokenIds } from "../common/tokens.js";
+import { RadixTree, type InFlightHandle, type PrefixMatch } from "./radix-tree.js";
 import type { TimeModel } from "./time-model.js";
 import type { CacheEvent, Placement, PlacementContext, PlacementPolicy, PlacementRequest, RequestOutcome, WorkerView } from "./types.js";
 import { RecentMedian, WindowedSum } from "./windowed-sum.js";
@@ -53,15 +53,51 @@ interface WorkerState {
   spec: SchedulerWorker;
   alive: boolean;
   inFlight: number;
-  /** What each slot holds, as last reported (exact mirror of the worker's sequences). */
-  slotTokens: TokenIds[];
   prefillWindow: WindowedSum;
+  /** This worker as a candidate: one object, refreshed for every decision. */
+  view: WorkerView;
+  /** Placements on it not reported by a slot yet, by prompt array: the report of that same
+   *  array then starts from the placement's path in the tree instead of walking the tokens. */
+  unreported: Map<TokenIds, InFlightHandle>;
 }
 
 interface ModelState {
   tree: RadixTree;
   outputs: RecentMedian;
   placements: WindowedSum;
+  /** The context lent to the policy: one object per model, refreshed for every decision. */
+  context: DecisionContext;
+}
+
+/**
+ * What a policy gets for one decision (PlacementContext). One per model, its fields set
+ * anew for each decision, its methods plain methods (no closures made per decision): valid
+ * for the duration of the policy's `place` call only.
+ */
+class DecisionContext implements PlacementContext {
+  now = 0;
+  match: PrefixMatch;
+  placementsInWindow = 0;
+
+  constructor(
+    readonly tree: RadixTree,
+    private readonly workers: ReadonlyMap<string, WorkerState>,
+    private readonly outputs: RecentMedian,
+  ) {
+    this.match = tree.match([]);
+  }
+
+  timeModel(workerId: string): TimeModel {
+    return this.workers.get(workerId)!.spec.timeModel;
+  }
+
+  windowedPrefillMs(workerId: string): number {
+    return this.workers.get(workerId)?.prefillWindow.total(this.now) ?? 0;
+  }
+
+  expectedOutputTokens(request: PlacementRequest): number {
+    return this.outputs.median() ?? request.maxTokens ?? 256;
+  }
 }
 
 export class GlobalScheduler {
@@ -93,8 +129,9 @@ export class GlobalScheduler {
       spec,
       alive: true,
       inFlight: 0,
-      slotTokens: Array.from({ length: spec.slots }, () => []),
       prefillWindow: new WindowedSum(this.options.windowMs),
+      view: { id: spec.id, modelId: spec.modelId, alive: true, inFlight: 0, slots: spec.slots, matchedTokens: 0 },
+      unreported: new Map(),
     });
   }
 
@@ -128,25 +165,21 @@ export class GlobalScheduler {
     const candidates: WorkerView[] = [];
     for (const worker of this.workers.values()) {
       if (!worker.alive || worker.spec.modelId !== request.modelId) continue;
-      candidates.push({
-        id: worker.spec.id,
-        modelId: worker.spec.modelId,
-        alive: true,
-        inFlight: worker.inFlight,
-        slots: worker.spec.slots,
-        matchedTokens: match.perWorker.get(worker.spec.id) ?? 0,
-      });
+      const view = worker.view;
+      view.inFlight = worker.inFlight;
+      view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
+      candidates.push(view);
     }
     if (candidates.length === 0) return undefined;
     if (pinnedWorkerId !== undefined) {
       const pinned = candidates.find((worker) => worker.id === pinnedWorkerId);
-      return pinned && this.book(request, { workerId: pinned.id, reason: "pinned", matchedTokens: pinned.matchedTokens }, pinned.matchedTokens, model, now);
+      return pinned && this.book(request, { workerId: pinned.id, reason: "pinned", matchedTokens: pinned.matchedTokens }, pinned.matchedTokens, model, match, now);
     }
     const placement = this.sessionPlacement(request, candidates, match.longest, now) ?? this.policyImpl.place(request, candidates, this.context(model, match, now));
     if (!placement) return undefined;
     const chosen = candidates.find((worker) => worker.id === placement.workerId);
     if (!chosen) throw new Error(`policy ${this.policyImpl.name} chose ${placement.workerId}, which is not a candidate`);
-    return this.book(request, placement, chosen.matchedTokens, model, now);
+    return this.book(request, placement, chosen.matchedTokens, model, match, now);
   }
 
   /** The request ended (successfully or not): release its load and learn from it. */
@@ -155,6 +188,7 @@ export class GlobalScheduler {
     const worker = this.workers.get(ticket.workerId);
     const model = this.models.get(ticket.request.modelId);
     model?.tree.removeInFlight(ticket.inFlight);
+    if (worker?.unreported.get(ticket.request.tokens) === ticket.inFlight) worker.unreported.delete(ticket.request.tokens);
     if (worker) {
       worker.inFlight = Math.max(0, worker.inFlight - 1);
       if (outcome.ok) {
@@ -176,24 +210,18 @@ export class GlobalScheduler {
     const tree = this.models.get(worker.spec.modelId)!.tree;
     switch (event.type) {
       case "worker-reset":
+        // Forgets its cache and its slots (the tree keeps the slot mirror).
         tree.dropWorker(event.workerId);
         tree.setCapacity(event.workerId, worker.spec.capacityTokens);
-        worker.slotTokens = worker.slotTokens.map(() => []);
+        worker.unreported.clear();
         return;
       case "slot-holds": {
-        const before = worker.slotTokens[event.slot] ?? [];
-        const kept = commonPrefixLength(before, event.tokens);
-        worker.slotTokens[event.slot] = event.tokens;
-        if (before.length > kept) {
-          // Drop what only the old content held: the branch after the shared part...
-          tree.evict(event.workerId, before.slice(0, kept + 1));
-          // ...then restore other slots that extended into that branch (rare: two slots
-          // sharing more than the new content does).
-          for (const [slot, tokens] of worker.slotTokens.entries()) {
-            if (slot !== event.slot && commonPrefixLength(tokens, before) > kept) tree.insert(event.workerId, tokens);
-          }
-        }
-        tree.insert(event.workerId, event.tokens);
+        // The tree keeps per slot its deepest node and per node how many slots hold it: the
+        // old content's nodes that no other slot holds (and no placement still in flight
+        // waits on) go, the new content is recorded; other slots are not touched.
+        const placed = worker.unreported.get(event.tokens);
+        if (placed !== undefined) worker.unreported.delete(event.tokens);
+        tree.setSlot(event.workerId, event.slot, event.tokens, placed);
         return;
       }
       default:
@@ -219,26 +247,20 @@ export class GlobalScheduler {
     let model = this.models.get(modelId);
     if (!model) {
       // One tree per model: token ids of different tokenizers must never match each other.
-      model = {
-        tree: new RadixTree({ now: this.options.now, windowMs: this.options.windowMs }),
-        outputs: new RecentMedian(200),
-        placements: new WindowedSum(this.options.windowMs),
-      };
+      const tree = new RadixTree({ now: this.options.now, windowMs: this.options.windowMs });
+      const outputs = new RecentMedian(200);
+      model = { tree, outputs, placements: new WindowedSum(this.options.windowMs), context: new DecisionContext(tree, this.workers, outputs) };
       this.models.set(modelId, model);
     }
     return model;
   }
 
-  private context(model: ModelState, match: PlacementContext["match"], now: number): PlacementContext {
-    return {
-      now,
-      tree: model.tree,
-      match,
-      timeModel: (workerId) => this.workers.get(workerId)!.spec.timeModel,
-      windowedPrefillMs: (workerId) => this.workers.get(workerId)?.prefillWindow.total(now) ?? 0,
-      expectedOutputTokens: (request) => model.outputs.median() ?? request.maxTokens ?? 256,
-      placementsInWindow: model.placements.total(now),
-    };
+  private context(model: ModelState, match: PrefixMatch, now: number): PlacementContext {
+    const context = model.context;
+    context.now = now;
+    context.match = match;
+    context.placementsInWindow = model.placements.total(now);
+    return context;
   }
 
   private sessionPlacement(request: PlacementRequest, candidates: readonly WorkerView[], matched: number, now: number): Placement | undefined {
@@ -250,15 +272,16 @@ export class GlobalScheduler {
     return { workerId: worker.id, reason: "session", matchedTokens: matched };
   }
 
-  private book(request: PlacementRequest, placement: Placement, held: number, model: ModelState, now: number): PlacementTicket {
+  private book(request: PlacementRequest, placement: Placement, held: number, model: ModelState, match: PrefixMatch, now: number): PlacementTicket {
     const worker = this.workers.get(placement.workerId)!;
     worker.inFlight++;
     model.placements.add(now, 1);
     worker.prefillWindow.add(now, worker.spec.timeModel.prefillMs(request.tokens.length - held, request.tokens.length));
-    // In flight first (records hit or miss per node), then the estimate: the worker will
-    // hold the prompt once it runs, so concurrent requests of the same prefix see it now.
-    const inFlight = model.tree.addInFlight(worker.spec.id, request.tokens);
-    model.tree.insert(worker.spec.id, request.tokens);
+    // In flight (records hit or miss per node), then the estimate: the worker will hold the
+    // prompt once it runs, so concurrent requests of the same prefix see it now. One walk,
+    // resumed from the match (nothing changed the tree since it was taken).
+    const inFlight = model.tree.placeOn(worker.spec.id, request.tokens, match);
+    worker.unreported.set(request.tokens, inFlight);
     if (request.sessionId !== undefined && this.options.sessionPinning) {
       this.sessions.set(request.sessionId, { workerId: worker.spec.id, lastSeen: now });
       if (this.sessions.size > 100_000) this.forgetStaleSessions(now);

@@ -10,16 +10,27 @@
 //   tail (deeper part) keeps the node's identity (its heap entries, in-flight handles and
 //   views stay valid), a new node becomes the head. Nodes are not merged back; pruning
 //   alone bounds the size. Token ids must be 32-bit integers (checked where they enter).
-// - Both the scheduler's own bookkeeping (insert the prompt it placed) and the workers'
-//   precise cache events (slot holds tokens[0..n): `insert`; slot lost a prefix: `evict`)
-//   feed the same calls.
+// - The scheduler's own bookkeeping (`placeOn`: the request is in flight and its prompt is
+//   recorded as an estimate) and the workers' precise cache events (`setSlot`: slot s now
+//   holds tokens[0..n); `evict`: the worker lost a prefix) feed the same records; `insert`
+//   and `addInFlight` are the two halves of `placeOn`, also usable alone.
 // - Per node and per worker, one holder record: cached (the worker holds the whole
-//   segment), last access time, in-flight request count, and how many children that worker
-//   holds (0 = the node is one of the worker's leaves). Invariants: a worker that holds a
-//   node holds all its ancestors (KV caches are prefix-closed), and an in-flight path runs
-//   from the root, so in-flight counts are also prefix-closed. Every node has at least one
+//   segment), last access time, in-flight request count, how many children that worker
+//   holds (0 = the node is one of the worker's leaves) and how many of its slots hold the
+//   node. Invariants: a worker that holds a node holds all its ancestors (KV caches are
+//   prefix-closed); in-flight paths and slot contents run from the root, so those counts
+//   are prefix-closed too; a node a slot holds is cached. Every node has at least one
 //   holder record: a node no worker caches and no request has in flight is pruned at once,
 //   so the tree's size is bounded by the cached plus in-flight tokens.
+// - Slots (`setSlot`): per worker and slot, only the deepest node of what the slot holds
+//   (the slot mirror: one reference per slot, never a copy of the tokens). A report adds a
+//   slot reference along the new content and removes one along the old; a node no slot
+//   holds any more is dropped unless a request of that worker is in flight over it (a
+//   placement not reported yet: its estimate stays), and what the worker caches below such
+//   a node goes with it (estimates of requests that never reported). Nothing else is
+//   touched, so other slots keep their LRU times. Capacity still rules: an eviction may
+//   take a node some slot holds (the tree's view is bounded by the worker's capacity, its
+//   slots may together hold more); such a slot then ends at the evicted node's parent.
 // - Per worker: a KV capacity in tokens (`setCapacity`, default unbounded), the tokens
 //   accounted to it (each node's segment once per worker caching it), and a lazy min-heap
 //   of its leaves keyed by (last access, node id) for LRU eviction. Eviction takes the
@@ -50,9 +61,13 @@
 //
 // Speed: `match` allocates per call and per node visited at most (the path array, one
 // Map), `heldLength` nothing; never per token; tokens are compared against the typed
-// segments. Measured (bench/scheduler/radix-tree.bench.ts, 1.4M-token tree, 2100-token
-// prompts, 4 workers, one core): match ~4 us, a placement step (match + 4 x
-// simulateEviction + in-flight add/remove) ~7 us, insert ~8 us.
+// segments. A placement walks the prompt once: `placeOn` resumes from the request's
+// `match` path, and a slot report of the array that was placed starts from the
+// placement's in-flight path (no token compared); a report only visits the nodes of the
+// slot's old and new content. Measured (bench/scheduler/radix-tree.bench.ts, 1.4M-token
+// tree, 2100-token prompts, 4 workers, one core): match ~4 us, a placement step (match +
+// 4 x simulateEviction + in-flight add/remove) ~7 us, insert ~8 us; the whole scheduler
+// in bench/scheduler/scheduler.bench.ts.
 // Pure code: no I/O, the clock is injected.
 import type { TokenIds } from "../common/tokens.js";
 
@@ -122,6 +137,8 @@ export interface PrefixMatch {
   /** The nodes walked, root side first; the last one may be matched only in part
    *  (its contextLength > matchedTokens). */
   readonly path: readonly RadixNodeView[];
+  /** The prompt matched (the caller's array, not a copy). */
+  readonly tokens: TokenIds;
 }
 
 export interface InsertResult {
@@ -133,6 +150,15 @@ export interface InsertResult {
   /** What was evicted from this worker to make room, in eviction order. */
   readonly evicted: readonly EvictedEntry[];
 }
+
+/** What a `setSlot` report changed. */
+export interface SlotUpdate extends InsertResult {
+  /** Tokens the worker no longer holds because the slot's old content is gone. */
+  readonly released: number;
+}
+
+/** Slot indexes accepted by `setSlot`: [0, MAX_SLOTS). */
+export const MAX_SLOTS = 1 << 16;
 
 /** Returned by `addInFlight`, given back to `removeInFlight` when the request ends. */
 export interface InFlightHandle {
@@ -169,6 +195,8 @@ class Holder {
   inFlight = 0;
   /** Children this worker caches (meaningful while cached; 0 = a leaf of this worker). */
   heldChildren = 0;
+  /** Slots of this worker whose reported content covers this node (> 0 only while cached). */
+  slotRefs = 0;
   /** Scratch mark of an eviction plan (dedupes heap entries). */
   planMark = 0;
 
@@ -373,6 +401,9 @@ class WorkerState {
   /** Nodes this worker caches (sizes the heap compaction). */
   nodes = 0;
   readonly heap = new LeafHeap();
+  /** Per slot, the deepest node of what the slot holds (its length is that node's
+   *  contextLength), null when empty: the whole slot mirror, one reference per slot. */
+  readonly slots: (RadixNode | null)[] = [];
 
   constructor(readonly id: WorkerId) {}
 }
@@ -386,6 +417,8 @@ class InFlight implements InFlightHandle {
     readonly length: number,
     readonly state: WorkerState,
     readonly node: RadixNode | null,
+    /** The prompt (the caller's array): a slot report of the same array starts from `node`. */
+    readonly tokens: TokenIds,
   ) {}
 }
 
@@ -484,7 +517,7 @@ export class RadixTree {
       if (i < seg.length) break;
       node = child;
     }
-    return { matchedTokens: pos, longest, perWorker, path };
+    return { matchedTokens: pos, longest, perWorker, path, tokens };
   }
 
   /** The longest prefix of `tokens` the worker caches. Read-only, allocates nothing. */
@@ -634,7 +667,7 @@ export class RadixTree {
   addInFlight(workerId: WorkerId, tokens: TokenIds): InFlightHandle {
     const ws = this.ensureWorker(workerId);
     const now = this.clock.now();
-    if (tokens.length === 0) return new InFlight(this, workerId, 0, ws, null);
+    if (tokens.length === 0) return new InFlight(this, workerId, 0, ws, null, tokens);
     const path = this.ensurePath(tokens, tokens.length);
     let deepest: RadixNode | null = null;
     let deepestHolder: Holder | null = null;
@@ -660,7 +693,177 @@ export class RadixTree {
       this.pushLeaf(ws, deepest, deepestHolder);
       this.maybeCompact(ws);
     }
-    return new InFlight(this, workerId, tokens.length, ws, last);
+    return new InFlight(this, workerId, tokens.length, ws, last, tokens);
+  }
+
+  /**
+   * A request was placed on the worker, and the worker will hold its prompt once it runs:
+   * `addInFlight(worker, tokens)` then `insert(worker, tokens)`, over one walk of the prompt,
+   * leaving exactly the state those two calls leave (hits and misses are recorded before the
+   * prompt is marked cached; the same LRU touches, capacity evictions, onEvict report and
+   * node ids). Pass `match`, the prompt's `match()` result taken since the last change to
+   * the tree, to skip the tokens it compared already (an outdated one is ignored).
+   */
+  placeOn(workerId: WorkerId, tokens: TokenIds, match?: PrefixMatch): InFlightHandle {
+    const n = tokens.length;
+    if (n === 0) {
+      // Nothing to walk; insert may still evict (a worker above a lowered capacity).
+      const handle = this.addInFlight(workerId, tokens);
+      this.insert(workerId, tokens);
+      return handle;
+    }
+    const ws = this.ensureWorker(workerId);
+    const now = this.clock.now();
+    const path = this.ensurePath(tokens, n, match);
+    const last = path[path.length - 1]!;
+    // addInFlight: every node counts the request and records a hit where the worker caches
+    // it (cached nodes form a prefix of the path: caches are prefix-closed), then touches it.
+    let held = 0;
+    for (let i = 0; i < path.length; i++) {
+      const node = path[i]!;
+      let h = node.holder(workerId);
+      if (h === undefined) {
+        h = new Holder(workerId);
+        h.lastAccess = now;
+        node.holders.push(h);
+      }
+      h.inFlight++;
+      if (h.cached) {
+        h.lastAccess = now;
+        held = node.contextLength;
+      }
+      node.record(now, h.cached);
+    }
+    // addInFlight would push the deepest cached node as an LRU leaf here; insert below
+    // either pushes that same entry again or gives the node a cached child, so it is left
+    // out (heap entries only ever stand for a leaf at its last access time).
+    // insert: every node of the path is now in flight on this worker, which already keeps
+    // eviction off the prompt's own path.
+    const need = n - held;
+    let evicted = NO_EVICTIONS;
+    if (ws.used + need > ws.capacity) evicted = this.planEviction(ws, ws.used + need - ws.capacity, NO_PROTECTION, true);
+    const room = ws.capacity - ws.used;
+    const target = need <= room ? n : held + Math.max(0, room);
+    if (target > 0) {
+      let deepest: RadixNode | null = null;
+      for (let i = 0; i < path.length; i++) {
+        let node = path[i]!;
+        if (node.contextLength > target) {
+          if (node.startLength >= target) break;
+          node = this.split(node, target - node.startLength); // the head, cached below
+        }
+        this.cacheNode(ws, node, now);
+        deepest = node;
+        if (node.contextLength === target) break;
+      }
+      const dh = deepest!.holder(workerId)!;
+      if (dh.heldChildren === 0) this.pushLeaf(ws, deepest!, dh);
+    }
+    path.length = 0;
+    this.maybeCompact(ws);
+    if (evicted.length > 0) this.onEvict?.(workerId, evicted);
+    return new InFlight(this, workerId, n, ws, last, tokens);
+  }
+
+  /**
+   * Slot `slot` of the worker now holds exactly `tokens` (the worker's own report; what the
+   * slot held before is gone from it). The tree keeps, per node and worker, how many of the
+   * worker's slots hold the node, and per slot only its deepest node (the slot mirror). The
+   * new content is recorded as `insert` records it (touched, capacity permitting: what does
+   * not fit is not recorded); of the old content, the nodes that no other slot of the worker
+   * holds and no request of the worker has in flight (a placement not yet reported) are
+   * dropped, with whatever the worker caches below them. Nothing else is touched: other
+   * slots keep their last access times. A capacity eviction (here or by any other call)
+   * may still drop a node some slot holds; that slot then ends above it.
+   *
+   * `placed`, the in-flight handle of the placement of this very array on this worker (a
+   * report of what was placed: token arrays are read-only), spares the walk over the
+   * tokens: the report starts from the placement's path (ignored when it is not that).
+   */
+  setSlot(workerId: WorkerId, slot: number, tokens: TokenIds, placed?: InFlightHandle): SlotUpdate {
+    if (!Number.isInteger(slot) || slot < 0 || slot >= MAX_SLOTS) throw new RangeError(`slot must be an integer in [0, ${MAX_SLOTS}), got ${slot}`);
+    const ws = this.ensureWorker(workerId);
+    const previous = ws.slots[slot] ?? null;
+    while (ws.slots.length <= slot) ws.slots.push(null);
+    const n = tokens.length;
+    if (n === 0) {
+      ws.slots[slot] = null;
+      const released = this.releaseSlot(ws, previous);
+      this.maybeCompact(ws);
+      return { held: 0, added: 0, evicted: NO_EVICTIONS, released };
+    }
+    const now = this.clock.now();
+    const path = this.placedPath(ws, tokens, placed) ?? this.ensurePath(tokens, n);
+    // Reference the part already cached first, so what the old and new content share is
+    // never dropped in between.
+    const mark = ++this.protectEpoch;
+    let held = 0;
+    let cachedNodes = 0;
+    for (; cachedNodes < path.length; cachedNodes++) {
+      const node = path[cachedNodes]!;
+      const h = node.holder(workerId);
+      if (h === undefined || !h.cached) break;
+      h.slotRefs++;
+      node.protectMark = mark;
+      held = node.contextLength;
+    }
+    ws.slots[slot] = null;
+    const released = this.releaseSlot(ws, previous);
+    // Then as insert: make room for the rest (never evicting the content's own cached part)
+    // and record what fits.
+    const need = n - held;
+    let evicted = NO_EVICTIONS;
+    if (ws.used + need > ws.capacity) evicted = this.planEviction(ws, ws.used + need - ws.capacity, mark, true);
+    const room = ws.capacity - ws.used;
+    const target = need <= room ? n : held + Math.max(0, room);
+    let deepest: RadixNode | null = null;
+    for (let i = 0; i < path.length; i++) {
+      let node = path[i]!;
+      if (node.contextLength > target) {
+        if (node.startLength >= target) break;
+        node = this.split(node, target - node.startLength);
+      }
+      this.cacheNode(ws, node, now);
+      if (i >= cachedNodes) node.holder(workerId)!.slotRefs++; // the first ones have theirs
+      deepest = node;
+      if (node.contextLength === target) break;
+    }
+    if (deepest !== null) {
+      const dh = deepest.holder(workerId)!;
+      if (dh.heldChildren === 0) this.pushLeaf(ws, deepest, dh);
+    }
+    // What did not fit and nobody else has: insert would not have created it.
+    if (target < n) this.prune(path[path.length - 1]!);
+    path.length = 0;
+    ws.slots[slot] = deepest;
+    this.maybeCompact(ws);
+    if (evicted.length > 0) this.onEvict?.(workerId, evicted);
+    return { held: target, added: target - held, evicted, released };
+  }
+
+  /** The path of a live placement of `tokens` on the worker (its in-flight path: whole
+   *  nodes from the root to tokens.length, kept by its in-flight counts; a split keeps the
+   *  deeper part's identity), in the scratch path array; undefined when `placed` is not one. */
+  private placedPath(ws: WorkerState, tokens: TokenIds, placed: InFlightHandle | undefined): RadixNode[] | undefined {
+    if (!(placed instanceof InFlight) || placed.owner !== this || placed.released || placed.state !== ws || placed.tokens !== tokens) return undefined;
+    let node = placed.node;
+    if (node === null || !node.attached || node.contextLength !== tokens.length) return undefined;
+    const path = this.pathBuf;
+    path.length = 0;
+    for (; node !== this.root; node = node.parent!) path.push(node);
+    path.reverse();
+    return path;
+  }
+
+  /** Tokens slot `slot` of the worker holds as far as the tree knows (0 when empty or
+   *  unknown; less than reported when a capacity eviction took its end). */
+  slotLength(workerId: WorkerId, slot: number): number {
+    return this.workers.get(workerId)?.slots[slot]?.contextLength ?? 0;
+  }
+
+  /** A copy of what slot `slot` of the worker holds (as `slotLength`). */
+  slotContent(workerId: WorkerId, slot: number): number[] {
+    return this.workers.get(workerId)?.slots[slot]?.prefix() ?? [];
   }
 
   /** The request ended. False when the handle was already released, or its worker was
@@ -727,19 +930,42 @@ export class RadixTree {
   }
 
   /** Makes tokens[0..end) a path of whole nodes (creating and splitting), returned in the
-   *  shared scratch array, root side first. */
-  private ensurePath(tokens: TokenIds, end: number): RadixNode[] {
+   *  shared scratch array, root side first. With `from`, a match of this same array, the
+   *  walk starts after the nodes that match compared in full, when they are still the
+   *  tree's (a match of another array, or one gone stale, is ignored: the walk then starts
+   *  from the root). */
+  private ensurePath(tokens: TokenIds, end: number, from?: PrefixMatch): RadixNode[] {
     const path = this.pathBuf;
     path.length = 0;
     let node = this.root;
     let pos = 0;
+    if (from !== undefined && from.tokens === tokens) {
+      const full = Math.min(end, from.matchedTokens);
+      for (const view of from.path) {
+        if (!(view instanceof RadixNode) || view.contextLength > full) break;
+        // Still attached under the node before it: a split or a prune since changes that
+        // (the root is never split, so a chain that holds spells what match compared).
+        if (!view.attached || view.parent !== node) {
+          path.length = 0;
+          node = this.root;
+          pos = 0;
+          break;
+        }
+        path.push(view);
+        node = view;
+        pos = view.contextLength;
+      }
+    }
     while (pos < end) {
       const first = tokens[pos]!;
       let child = node.children.get(first);
       if (child === undefined) {
-        checkTokenIds(tokens, pos, end);
         const seg = new Int32Array(end - pos);
-        for (let j = 0; j < seg.length; j++) seg[j] = tokens[pos + j]!;
+        for (let j = 0; j < seg.length; j++) {
+          const t = tokens[pos + j]!;
+          seg[j] = t;
+          if (seg[j] !== t) checkTokenIds(tokens, pos + j, pos + j + 1); // not a 32-bit integer: throws
+        }
         child = new RadixNode(this.nextId++, node, seg, end, this.clock);
         node.children.set(first, child);
         this.nodes++;
@@ -775,6 +1001,7 @@ export class RadixTree {
       c.lastAccess = h.lastAccess;
       c.inFlight = h.inFlight;
       c.heldChildren = h.cached ? 1 : 0;
+      c.slotRefs = h.slotRefs;
       head.holders.push(c);
       if (h.cached) this.workers.get(h.workerId)!.nodes++;
     }
@@ -802,6 +1029,19 @@ export class RadixTree {
   }
 
   private uncacheNode(ws: WorkerState, node: RadixNode, h: Holder): void {
+    if (h.slotRefs > 0) {
+      // Slots end here (the node is the worker's leaf when it goes): they now hold the
+      // parent's prefix as far as the tree knows; the parent already counts them.
+      const slots = ws.slots;
+      const parent = node.parent === this.root ? null : node.parent;
+      for (let i = 0, left = h.slotRefs; i < slots.length && left > 0; i++) {
+        if (slots[i] === node) {
+          slots[i] = parent;
+          left--;
+        }
+      }
+      h.slotRefs = 0;
+    }
     h.cached = false;
     h.heldChildren = 0;
     ws.used -= node.seg.length;
@@ -813,6 +1053,50 @@ export class RadixTree {
       ph.heldChildren--;
       if (ph.heldChildren === 0 && ph.cached) this.pushLeaf(ws, parent, ph);
     }
+  }
+
+  /**
+   * A slot no longer holds the path that ends at `node` (null: it held nothing). Every node
+   * of it loses one slot reference; one that no slot holds any more and that has no request
+   * of the worker in flight is dropped with what the worker caches below it (orphans: every
+   * slot and every request in flight that reaches below a node reaches the node). Returns the
+   * tokens the worker no longer holds.
+   */
+  private releaseSlot(ws: WorkerState, node: RadixNode | null): number {
+    let freed = 0;
+    while (node !== null && node !== this.root) {
+      const parent: RadixNode = node.parent!;
+      const h = node.holder(ws.id)!;
+      h.slotRefs--;
+      if (h.slotRefs === 0 && h.inFlight === 0 && h.cached) {
+        if (h.heldChildren > 0) freed += this.dropBelow(ws, node);
+        freed += node.seg.length;
+        this.uncacheNode(ws, node, h);
+        this.prune(node);
+      }
+      node = parent;
+    }
+    return freed;
+  }
+
+  /** Uncaches everything the worker caches strictly below `node`, leaves first. */
+  private dropBelow(ws: WorkerState, node: RadixNode): number {
+    const order: RadixNode[] = [];
+    const stack: RadixNode[] = [];
+    for (const c of node.children.values()) if (c.isCachedOn(ws.id)) stack.push(c);
+    while (stack.length > 0) {
+      const x = stack.pop()!;
+      order.push(x);
+      for (const c of x.children.values()) if (c.isCachedOn(ws.id)) stack.push(c);
+    }
+    let freed = 0;
+    for (let j = order.length - 1; j >= 0; j--) {
+      const x = order[j]!;
+      freed += x.seg.length;
+      this.uncacheNode(ws, x, x.holder(ws.id)!);
+      this.prune(x);
+    }
+    return freed;
   }
 
   /** Removes a node nobody caches or has in flight (its children are gone by then). */

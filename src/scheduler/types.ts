@@ -54,7 +54,9 @@ export interface Placement {
   prefixKey?: number;
 }
 
-/** What the global scheduler lends a policy for one decision. */
+/** What the global scheduler lends a policy for one decision: read it during `place`, do
+ *  not keep it (the scheduler refreshes the same object for its next decision, and reuses
+ *  the candidates' WorkerView objects the same way). */
 export interface PlacementContext {
   now: number;
   /** The request's model's tree. */

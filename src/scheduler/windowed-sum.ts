@@ -4,6 +4,11 @@ export class WindowedSum {
   private readonly sums: Float64Array;
   private readonly stamps: Float64Array;
   private readonly bucketMs: number;
+  /** The last total read and the newest bucket it was read at (NaN: none since an add).
+   *  The total only changes when a value is added or the window moves on by a bucket, and
+   *  the scheduler reads every worker's total for every decision. */
+  private cachedTotal = 0;
+  private cachedAt = Number.NaN;
 
   constructor(
     readonly windowMs: number,
@@ -22,16 +27,20 @@ export class WindowedSum {
       this.sums[slot] = 0;
     }
     this.sums[slot]! += value;
+    this.cachedAt = Number.NaN;
   }
 
   total(now: number): number {
     const newest = Math.floor(now / this.bucketMs);
+    if (newest === this.cachedAt) return this.cachedTotal;
     const oldest = newest - this.sums.length + 1;
     let sum = 0;
     for (let slot = 0; slot < this.sums.length; slot++) {
       const stamp = this.stamps[slot]!;
       if (stamp >= oldest && stamp <= newest) sum += this.sums[slot]!;
     }
+    this.cachedTotal = sum;
+    this.cachedAt = newest;
     return sum;
   }
 }

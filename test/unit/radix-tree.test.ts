@@ -1,7 +1,7 @@
 import { mulberry32 } from "../../src/common/random.js";
 import { describe, it, expect } from "vitest";
 import { commonPrefixLength } from "../../src/common/tokens.js";
-import { RadixTree, type EvictedEntry, type InFlightHandle } from "../../src/scheduler/radix-tree.js";
+import { RadixTree, type EvictedEntry, type InFlightHandle, type RadixNodeView } from "../../src/scheduler/radix-tree.js";
 
 function manualClock(start = 0): { now: () => number; set: (t: number) => void; advance: (ms: number) => void } {
   let t = start;
@@ -750,6 +750,396 @@ describe("RadixTree against a naive reference (seeded random sequences)", () => 
   for (const seed of [1, 2, 3, 42, 1234, 99991, 2025, 777]) {
     it(`seed ${seed}`, () => {
       runProperty(seed, 1500);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------
+// placeOn(w, prompt) against addInFlight(w, prompt) then insert(w, prompt): two trees driven
+// by the same random operations, compared through everything the public API shows.
+
+function nodeState(node: RadixNodeView, workers: readonly string[]): unknown {
+  return [
+    node.id,
+    node.startLength,
+    node.contextLength,
+    node.attached,
+    node.requestsInWindow(),
+    node.hitsInWindow(),
+    node.inFlightTotal,
+    workers.map((w) => [node.isCachedOn(w), node.lastAccess(w), node.inFlight(w)]),
+  ];
+}
+
+function evictedState(evicted: readonly EvictedEntry[]): unknown {
+  return evicted.map((e) => [e.workerId, e.node.id, e.tokens, e.contextLength, e.lastAccess]);
+}
+
+/** Every observable of the tree: sizes, per worker the cached tokens and the whole LRU
+ *  eviction order (bounded workers), and every node on the paths of `prompts`. */
+function snapshot(tree: RadixTree, workers: readonly string[], prompts: readonly number[][]): unknown {
+  return {
+    nodes: tree.nodeCount,
+    tokens: tree.tokenCount,
+    workers: workers.map((w) => {
+      const cap = tree.capacity(w);
+      const order = Number.isFinite(cap) ? evictedState(tree.simulateEviction(w, cap + 1)) : null;
+      return [tree.cachedTokens(w), cap, order];
+    }),
+    paths: prompts.map((seq) => {
+      const m = tree.match(seq);
+      return [m.matchedTokens, m.longest, [...m.perWorker].sort(), m.path.map((node) => nodeState(node, workers))];
+    }),
+  };
+}
+
+function runPlaceOnEquivalence(seed: number, ops: number): { placed: number; evicting: number; partial: number; staleMatches: number } {
+  const rnd = mulberry32(seed);
+  const int = (n: number): number => Math.floor(rnd() * n);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
+  let now = 0;
+  const logA: unknown[] = [];
+  const logB: unknown[] = [];
+  const options = { now: () => now, windowMs: 40, windowBuckets: 4 };
+  const a = new RadixTree({ ...options, onEvict: (w, ev) => logA.push([w, evictedState(ev)]) });
+  const b = new RadixTree({ ...options, onEvict: (w, ev) => logB.push([w, evictedState(ev)]) });
+  const workers = ["a", "b", "c"];
+  const vocab = 2 + int(3);
+  const caps = [6 + int(20), 16 + int(30), Number.POSITIVE_INFINITY];
+  workers.forEach((w, i) => {
+    a.setCapacity(w, caps[i]!);
+    b.setCapacity(w, caps[i]!);
+  });
+  const pool: number[][] = [];
+  const randomSeq = (): number[] => {
+    if (pool.length > 0 && rnd() < 0.75) {
+      const base = pick(pool);
+      return [...base.slice(0, int(base.length + 1)), ...Array.from({ length: int(7) }, () => int(vocab))];
+    }
+    return Array.from({ length: int(13) }, () => int(vocab));
+  };
+  const handles: [InFlightHandle, InFlightHandle][] = [];
+  const stats = { placed: 0, evicting: 0, partial: 0, staleMatches: 0 };
+  const both = <T>(f: (tree: RadixTree) => T): [T, T] => [f(a), f(b)];
+
+  for (let op = 0; op < ops; op++) {
+    now += int(4);
+    const w = pick(workers);
+    const r = rnd();
+    if (r < 0.45) {
+      const seq = randomSeq();
+      pool.push(seq);
+      if (pool.length > 30) pool.splice(int(pool.length), 1);
+      // A: one walk, from a fresh match, a stale one (the tree changed since), another
+      // prompt's match (ignored), or none. B: the two calls.
+      const how = int(4);
+      let m = how === 1 || how === 2 ? a.match(how === 2 ? randomSeq() : seq) : undefined;
+      if (how === 1 && rnd() < 0.5) {
+        const other = randomSeq();
+        const ww = pick(workers);
+        a.insert(ww, other);
+        b.insert(ww, other);
+        stats.staleMatches++;
+      }
+      if (how === 3) m = a.match(seq);
+      const evictionsBefore = logA.length;
+      const heldBefore = b.heldLength(w, seq);
+      const ha = a.placeOn(w, seq, m);
+      const hb = b.addInFlight(w, seq);
+      const res = b.insert(w, seq);
+      expect(ha.length).toBe(hb.length);
+      expect(ha.workerId).toBe(hb.workerId);
+      handles.push([ha, hb]);
+      stats.placed++;
+      if (logA.length > evictionsBefore) stats.evicting++;
+      if (res.held < seq.length && res.held >= heldBefore) stats.partial++;
+    } else if (r < 0.55) {
+      const seq = randomSeq();
+      const [ra, rb] = both((t) => t.insert(w, seq));
+      expect([ra.held, ra.added, evictedState(ra.evicted)]).toEqual([rb.held, rb.added, evictedState(rb.evicted)]);
+    } else if (r < 0.63) {
+      const seq = randomSeq();
+      handles.push(both((t) => t.addInFlight(w, seq)));
+    } else if (r < 0.83) {
+      if (handles.length === 0) continue;
+      const [ha, hb] = handles.splice(int(handles.length), 1)[0]!;
+      expect(a.removeInFlight(ha)).toBe(b.removeInFlight(hb));
+    } else if (r < 0.9) {
+      const seq = randomSeq().slice(0, 1 + int(6));
+      expect(a.evict(w, seq)).toBe(b.evict(w, seq));
+    } else if (r < 0.97) {
+      const cap = rnd() < 0.6 ? caps[workers.indexOf(w)]! : int(25);
+      const [ea, eb] = both((t) => t.setCapacity(w, cap));
+      expect(evictedState(ea)).toEqual(evictedState(eb));
+    } else {
+      expect(a.dropWorker(w)).toBe(b.dropWorker(w));
+      a.setCapacity(w, caps[workers.indexOf(w)]!);
+      b.setCapacity(w, caps[workers.indexOf(w)]!);
+    }
+    expect(logA).toEqual(logB);
+    expect(snapshot(a, workers, pool)).toEqual(snapshot(b, workers, pool));
+  }
+  for (const [ha, hb] of handles) expect(a.removeInFlight(ha)).toBe(b.removeInFlight(hb));
+  expect(snapshot(a, workers, pool)).toEqual(snapshot(b, workers, pool));
+  return stats;
+}
+
+describe("RadixTree.placeOn is addInFlight then insert, over one walk (seeded random sequences)", () => {
+  for (const seed of [1, 2, 3, 42, 1234, 99991]) {
+    it(`seed ${seed}`, () => {
+      const stats = runPlaceOnEquivalence(seed, 800);
+      // The sequences reach the interesting cases: evictions, prompts that fit only in part,
+      // matches that went stale.
+      expect(stats.evicting).toBeGreaterThan(10);
+      expect(stats.partial).toBeGreaterThan(0);
+      expect(stats.staleMatches).toBeGreaterThan(10);
+    });
+  }
+
+  it("keeps the window statistics of a placement a miss where the prompt was not cached", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.insert("w", [1, 2]);
+    tree.placeOn("w", [1, 2, 3, 4], tree.match([1, 2, 3, 4]));
+    const [head, tail] = tree.match([1, 2, 3, 4]).path;
+    expect([head!.requestsInWindow(), head!.hitsInWindow()]).toEqual([1, 1]);
+    expect([tail!.requestsInWindow(), tail!.hitsInWindow()]).toEqual([1, 0]);
+    expect(tail!.isCachedOn("w")).toBe(true);
+    expect(tail!.inFlight("w")).toBe(1);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// Slot reports (setSlot): per node and worker, how many slots hold it.
+
+describe("RadixTree slot reports", () => {
+  it("keeps a node while any slot holds it, drops what only the old content held", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.setSlot("w", 0, [1, 2, 3, 4]);
+    tree.setSlot("w", 1, [1, 2, 7]);
+    expect(tree.cachedTokens("w")).toBe(5);
+    expect(tree.setSlot("w", 0, [9, 9]).released).toBe(2); // [3,4] goes, [1,2] is slot 1's
+    expect(tree.heldLength("w", [1, 2, 3, 4])).toBe(2);
+    expect(tree.heldLength("w", [1, 2, 7])).toBe(3);
+    expect(tree.slotContent("w", 0)).toEqual([9, 9]);
+    expect(tree.slotLength("w", 1)).toBe(3);
+    expect(tree.setSlot("w", 1, []).released).toBe(3);
+    expect(tree.cachedTokens("w")).toBe(2);
+    expect(tree.tokenCount).toBe(2);
+    // The same content again, or a longer turn of it, keeps everything.
+    expect(tree.setSlot("w", 0, [9, 9]).released).toBe(0);
+    expect(tree.setSlot("w", 0, [9, 9, 5]).added).toBe(1);
+    expect(tree.cachedTokens("w")).toBe(3);
+    expect(() => tree.setSlot("w", -1, [1])).toThrow(RangeError);
+    expect(() => tree.setSlot("w", 1.5, [1])).toThrow(RangeError);
+  });
+
+  it("does not touch what other slots hold (their LRU times stay)", () => {
+    const clock = manualClock();
+    const tree = new RadixTree({ now: clock.now });
+    clock.set(1);
+    tree.setSlot("w", 0, [1, 1, 2, 2]);
+    clock.set(2);
+    tree.setSlot("w", 1, [1, 1, 3, 3]);
+    clock.set(3);
+    tree.setSlot("w", 2, [5, 5]);
+    clock.set(10);
+    tree.setSlot("w", 0, [7, 7]); // slot 0 leaves the shared prefix
+    expect(tree.match([1, 1, 3, 3]).path.map((n) => n.lastAccess("w"))).toEqual([2, 2]);
+    expect(tree.match([5, 5]).path[0]!.lastAccess("w")).toBe(3);
+    // LRU order: slot 1's suffix (t=2), then [5,5] (t=3), then what slot 0 holds now.
+    tree.setCapacity("w", tree.cachedTokens("w"));
+    expect(tree.simulateEviction("w", tree.capacity("w")).map((e) => e.node.prefix())).toEqual([[1, 1, 3, 3], [1, 1], [5, 5], [7, 7]]);
+  });
+
+  it("keeps a placement's estimate while it is in flight, drops it with its prefix afterwards", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    tree.setSlot("w", 0, [1, 1, 2, 2]);
+    const handle = tree.placeOn("w", [1, 1, 3, 3]); // placed, not reported yet
+    tree.setSlot("w", 0, [9]); // the only slot on [1,1] moves on: the pending estimate stays
+    expect(tree.heldLength("w", [1, 1, 3, 3])).toBe(4);
+    expect(tree.heldLength("w", [1, 1, 2, 2])).toBe(2);
+    expect(tree.removeInFlight(handle)).toBe(true);
+    expect(tree.heldLength("w", [1, 1, 3, 3])).toBe(4); // an estimate that was never reported
+    // The next slot that holds [1,1] and moves on takes the stale estimate with it.
+    tree.setSlot("w", 1, [1, 1, 4]);
+    expect(tree.setSlot("w", 1, [8]).released).toBe(5);
+    expect(tree.heldLength("w", [1, 1, 3, 3])).toBe(0);
+    expect(tree.cachedTokens("w")).toBe(2);
+    expect(tree.tokenCount).toBe(2);
+  });
+
+  it("records a report as insert does within the capacity; an eviction that takes a slot's end shortens the slot", () => {
+    const clock = manualClock();
+    const evictions: number[][][] = [];
+    const tree = new RadixTree({ now: clock.now, onEvict: (_w, ev) => evictions.push(ev.map((e) => e.node.prefix())) });
+    tree.setCapacity("w", 7);
+    clock.set(1);
+    tree.setSlot("w", 0, [1, 1, 1, 2, 2]);
+    clock.set(2);
+    tree.setSlot("w", 1, [1, 1, 1, 3]);
+    clock.set(3);
+    const r = tree.setSlot("w", 2, [4, 4]); // needs 2, 1 free: [2,2] (t=1) goes
+    expect([r.held, r.added, r.evicted.map((e) => e.node.prefix())]).toEqual([2, 2, [[1, 1, 1, 2, 2]]]);
+    expect(evictions).toEqual([[[1, 1, 1, 2, 2]]]);
+    expect(tree.slotLength("w", 0)).toBe(3); // slot 0 now ends at [1,1,1] as far as the tree knows
+    expect(tree.slotContent("w", 0)).toEqual([1, 1, 1]);
+    // Slot 1 moves on: [3] goes, [1,1,1] stays for slot 0.
+    clock.set(4);
+    expect(tree.setSlot("w", 1, [5]).released).toBe(1);
+    expect(tree.heldLength("w", [1, 1, 1])).toBe(3);
+    // A report that cannot fit is recorded in part: [4,4,6] is in flight, [1,1,1] is its own
+    // prefix; only [5] (slot 1, which then holds nothing as far as the tree knows) can go.
+    const h = tree.placeOn("w", [4, 4, 6]);
+    expect(tree.cachedTokens("w")).toBe(7);
+    clock.set(5);
+    const big = tree.setSlot("w", 3, [1, 1, 1, 9, 9, 9, 9]);
+    expect([big.held, big.added, big.evicted.map((e) => e.node.prefix())]).toEqual([4, 1, [[5]]]);
+    expect(tree.slotContent("w", 3)).toEqual([1, 1, 1, 9]);
+    expect(tree.slotLength("w", 1)).toBe(0);
+    expect(tree.cachedTokens("w")).toBe(7);
+    tree.removeInFlight(h);
+    // Every slot moves off: all goes, the estimate [6] (never reported) with its prefix [4,4].
+    expect([0, 1, 2, 3].map((slot) => tree.setSlot("w", slot, []).released)).toEqual([0, 0, 3, 4]);
+    expect(tree.cachedTokens("w")).toBe(0);
+    expect(tree.nodeCount).toBe(0);
+  });
+});
+
+/** setSlot, placeOn, in-flight, insert and evict against a naive reference (no capacity). */
+function runSlotProperty(seed: number, ops: number): void {
+  const rnd = mulberry32(seed);
+  const int = (n: number): number => Math.floor(rnd() * n);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
+  let now = 0;
+  const tree = new RadixTree({ now: () => now });
+  const workers = ["a", "b"];
+  const SLOTS = 4;
+  const vocab = 2 + int(3);
+  // Reference: per worker, cached prefixes (key -> last access), slot contents, in-flight counts.
+  const cached = new Map(workers.map((w) => [w, new Map<string, { tokens: number[]; t: number }>()]));
+  const slots = new Map(workers.map((w) => [w, Array.from({ length: SLOTS }, () => [] as number[])]));
+  const inflight = new Map(workers.map((w) => [w, new Map<string, number>()]));
+  const handles: { handle: InFlightHandle; w: string; seq: number[]; live: boolean }[] = [];
+  const ended: InFlightHandle[] = [];
+  const pool: number[][] = [];
+  const randomSeq = (): number[] => {
+    if (pool.length > 0 && rnd() < 0.8) {
+      const base = pick(pool);
+      return [...base.slice(0, int(base.length + 1)), ...Array.from({ length: int(5) }, () => int(vocab))];
+    }
+    return Array.from({ length: int(9) }, () => int(vocab));
+  };
+  const touch = (w: string, seq: readonly number[], len: number): void => {
+    for (let l = 1; l <= len; l++) cached.get(w)!.set(key(seq, l), { tokens: seq.slice(0, l), t: now });
+  };
+  const refs = (w: string, k: string, len: number): number => slots.get(w)!.filter((c) => c.length >= len && key(c, len) === k).length;
+  const heldLen = (w: string, seq: readonly number[]): number => {
+    let i = 0;
+    while (i < seq.length && cached.get(w)!.has(key(seq, i + 1))) i++;
+    return i;
+  };
+  /** Drops prefix `k` (length len) and every cached extension of it. */
+  const dropFrom = (w: string, prefix: readonly number[], len: number): void => {
+    for (const [k, e] of cached.get(w)!) if (e.tokens.length >= len && key(e.tokens, len) === key(prefix, len)) cached.get(w)!.delete(k);
+  };
+
+  for (let op = 0; op < ops; op++) {
+    now += int(3);
+    const w = pick(workers);
+    const r = rnd();
+    if (r < 0.4) {
+      const slot = int(SLOTS);
+      // Often the report of a placement (the same array, its handle passed), sometimes with
+      // the handle of another prompt or of an ended request (both must be ignored).
+      const placedHere = handles.filter((h) => h.w === w);
+      const from = placedHere.length > 0 && rnd() < 0.5 ? pick(placedHere) : undefined;
+      const seq = from !== undefined && rnd() < 0.8 ? from.seq : randomSeq();
+      const stale = rnd() < 0.5 ? ended : handles.map((h) => h.handle);
+      const hint = from?.handle ?? (stale.length > 0 && rnd() < 0.3 ? pick(stale) : undefined);
+      pool.push(seq);
+      if (pool.length > 30) pool.splice(int(pool.length), 1);
+      const old = slots.get(w)![slot]!;
+      const before = cached.get(w)!.size;
+      slots.get(w)![slot] = seq;
+      touch(w, seq, seq.length);
+      const afterAdd = cached.get(w)!.size;
+      for (let l = old.length; l >= 1; l--) {
+        const k = key(old, l);
+        if (refs(w, k, l) === 0 && (inflight.get(w)!.get(k) ?? 0) === 0 && cached.get(w)!.has(k)) dropFrom(w, old, l);
+      }
+      const res = tree.setSlot(w, slot, seq, hint);
+      expect(res.held).toBe(seq.length);
+      expect(res.added).toBe(afterAdd - before);
+      expect(res.released).toBe(afterAdd - cached.get(w)!.size);
+    } else if (r < 0.55) {
+      const seq = randomSeq();
+      // placeOn records the whole prompt (insert); addInFlight touches the cached part only.
+      const place = rnd() < 0.6;
+      touch(w, seq, place ? seq.length : heldLen(w, seq));
+      const handle = place ? tree.placeOn(w, seq, tree.match(seq)) : tree.addInFlight(w, seq);
+      const counts = inflight.get(w)!;
+      for (let l = 1; l <= seq.length; l++) counts.set(key(seq, l), (counts.get(key(seq, l)) ?? 0) + 1);
+      handles.push({ handle, w, seq, live: true });
+    } else if (r < 0.7) {
+      if (handles.length === 0) continue;
+      const entry = handles.splice(int(handles.length), 1)[0]!;
+      expect(tree.removeInFlight(entry.handle)).toBe(entry.live);
+      ended.push(entry.handle);
+      if (entry.live) {
+        const counts = inflight.get(entry.w)!;
+        for (let l = 1; l <= entry.seq.length; l++) counts.set(key(entry.seq, l), counts.get(key(entry.seq, l))! - 1);
+      }
+    } else if (r < 0.8) {
+      const seq = randomSeq();
+      tree.insert(w, seq);
+      touch(w, seq, seq.length);
+    } else if (r < 0.95) {
+      const cut = randomSeq().slice(0, int(4));
+      const n = cut.length;
+      let freed = 0;
+      for (const [k, e] of cached.get(w)!) {
+        if (e.tokens.length >= Math.max(n, 1) && commonPrefixLength(e.tokens, cut) === n) {
+          cached.get(w)!.delete(k);
+          freed++;
+        }
+      }
+      // A slot whose content ran into what went now ends just before it.
+      const ss = slots.get(w)!;
+      for (let s = 0; s < SLOTS; s++) if (ss[s]!.length >= Math.max(n, 1) && commonPrefixLength(ss[s]!, cut) === n) ss[s] = ss[s]!.slice(0, Math.max(0, n - 1));
+      expect(tree.evict(w, cut)).toBe(freed);
+    } else {
+      expect(tree.dropWorker(w)).toBe(cached.get(w)!.size);
+      cached.get(w)!.clear();
+      inflight.get(w)!.clear();
+      slots.set(w, Array.from({ length: SLOTS }, () => []));
+      for (const h of handles) if (h.w === w) h.live = false;
+    }
+
+    const live = new Set<string>();
+    for (const x of workers) {
+      expect(tree.cachedTokens(x)).toBe(cached.get(x)!.size);
+      for (const k of cached.get(x)!.keys()) live.add(k);
+      for (const [k, c] of inflight.get(x)!) if (c > 0) live.add(k);
+      for (let s = 0; s < SLOTS; s++) expect(tree.slotContent(x, s)).toEqual(slots.get(x)![s]);
+    }
+    expect(tree.tokenCount).toBe(live.size);
+    for (const seq of pool) {
+      const m = tree.match(seq);
+      for (const x of workers) {
+        expect(m.perWorker.get(x) ?? 0).toBe(heldLen(x, seq));
+        for (const node of m.path) {
+          if (node.contextLength > m.matchedTokens || !node.isCachedOn(x)) continue;
+          expect(node.lastAccess(x)).toBe(cached.get(x)!.get(key(seq, node.contextLength))!.t);
+        }
+      }
+    }
+  }
+}
+
+describe("RadixTree slot reports against a naive reference (seeded random sequences)", () => {
+  for (const seed of [5, 6, 7, 8, 1234]) {
+    it(`seed ${seed}`, () => {
+      runSlotProperty(seed, 1000);
     });
   }
 });

@@ -271,6 +271,30 @@ describe("the tree's view of each worker", () => {
     expect(scheduler.tree("m")!.match(first).perWorker.get("w0")).toBe(80);
   });
 
+  it("a slot report does not refresh the LRU times of what other slots hold", () => {
+    const { scheduler, clock } = harness("affinity", ["w0"]);
+    const tree = scheduler.tree("m")!;
+    const shared = tokens(51, 80);
+    const first = [...shared, ...tokens(52, 20)];
+    const second = [...shared, ...tokens(53, 20)];
+    const other = tokens(55, 30);
+    clock.t = 1;
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: first });
+    clock.t = 2;
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 1, tokens: second });
+    clock.t = 3;
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 2, tokens: other });
+    clock.t = 10;
+    // Slot 0 leaves the shared prefix for another prompt: slot 1 keeps its content, untouched.
+    scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: tokens(54, 50) });
+    expect(tree.match(second).perWorker.get("w0")).toBe(100);
+    expect(tree.match(second).path.map((node) => node.lastAccess("w0"))).toEqual([2, 2]);
+    expect(tree.match(other).path[0]!.lastAccess("w0")).toBe(3);
+    // So LRU still takes slot 1's suffix (last used at 2) before slot 2's prompt (3).
+    const order = tree.simulateEviction("w0", tree.capacity("w0")).map((entry) => entry.contextLength);
+    expect(order.slice(0, 3)).toEqual([100, 80, 30]);
+  });
+
   it("forgets a dead worker's cache", () => {
     const { scheduler, serve } = harness("affinity", ["w0", "w1"]);
     const worker = serve(single(5, 200))!;

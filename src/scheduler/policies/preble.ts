@@ -24,7 +24,6 @@
 // the decision carries a copy action from a holder to that worker.
 import type { TimeModel } from "../time-model.js";
 import type { CopyAction, Placement, PlacementContext, PlacementPolicy, PlacementRequest, RequestOutcome, WorkerView } from "../types.js";
-import { minBy } from "./pick.js";
 
 export interface PrebleOptions {
   /** Exploit is overridden when the holder's load >= this x the lightest load. Preble: 1.5. */
@@ -47,121 +46,243 @@ export const PREBLE_DEFAULTS: PrebleOptions = {
   windowMs: 180_000,
 };
 
-interface TtftSample {
-  at: number;
-  ttftMs: number;
+/**
+ * The TTFT samples of one prefix, oldest first (by time; a sample that arrives out of order
+ * is slotted in place), at most `limit`, none older than the window at the last push. Next
+ * to them, running sums of their TTFTs, so the sum over any run of samples is one
+ * subtraction and a half-window's first sample is found by binary search: `isHot` costs
+ * O(log limit) whatever the number of samples, and counts exactly the samples the window
+ * holds (no bucketing). The sum of a run is a difference of running sums: it may differ
+ * from a fresh left-to-right sum in the last bits of the float.
+ */
+class TtftHistory {
+  /** Sample times, live from `head` on. */
+  private at: number[] = [];
+  /** sums[i] = TTFT of samples [0, i): one more entry than `at`. */
+  private sums: number[] = [0];
+  private head = 0;
+
+  /** One past the last sample. */
+  get end(): number {
+    return this.at.length;
+  }
+
+  push(at: number, ttftMs: number, horizon: number, limit: number): void {
+    const times = this.at;
+    if (times.length === this.head || times[times.length - 1]! <= at) {
+      times.push(at);
+      this.sums.push(this.sums[this.sums.length - 1]! + ttftMs);
+    } else {
+      // Out of order (a clock that went back): slot it in after its equals, redo the sums after it.
+      const i = this.firstAfter(at);
+      const ttfts = [ttftMs];
+      for (let k = i; k < times.length; k++) ttfts.push(this.sums[k + 1]! - this.sums[k]!);
+      times.splice(i, 0, at);
+      this.sums.length = i + 1;
+      for (const t of ttfts) this.sums.push(this.sums[this.sums.length - 1]! + t);
+    }
+    let head = this.head;
+    while (head < times.length && times[head]! < horizon) head++;
+    if (times.length - head > limit) head = times.length - limit;
+    this.head = head;
+    // Drop the dead front once it outgrows the live part.
+    if (head > 64 && head > times.length - head) {
+      const base = this.sums[head]!;
+      this.at = times.slice(head);
+      this.sums = this.sums.slice(head).map((sum) => sum - base);
+      this.head = 0;
+    }
+  }
+
+  /** Index of the first live sample at or after `time` (binary search). */
+  firstAt(time: number): number {
+    const times = this.at;
+    let lo = this.head;
+    let hi = times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (times[mid]! < time) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** TTFT sum of samples [i, j). */
+  sum(i: number, j: number): number {
+    return this.sums[j]! - this.sums[i]!;
+  }
+
+  private firstAfter(time: number): number {
+    const times = this.at;
+    let lo = this.head;
+    let hi = times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (times[mid]! <= time) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
 }
+
+/** Candidates per decision, by index in the candidate list: reused scratch. */
+class Scratch {
+  loads = new Float64Array(16);
+  partial = new Float64Array(16);
+  /** Full cost, NaN until priced in this decision. */
+  cost = new Float64Array(16);
+  order = new Int32Array(16);
+
+  reset(n: number): void {
+    if (this.loads.length < n) {
+      const size = Math.max(n, 2 * this.loads.length);
+      this.loads = new Float64Array(size);
+      this.partial = new Float64Array(size);
+      this.cost = new Float64Array(size);
+      this.order = new Int32Array(size);
+    }
+    this.cost.fill(Number.NaN, 0, n);
+  }
+}
+
+const ALL = 0;
+const HOLDERS = 1;
+const OTHERS = 2;
 
 export class PreblePolicy implements PlacementPolicy {
   readonly name = "preble";
-  /** TTFT samples per prefix node id, oldest first. */
-  private readonly ttftByPrefix = new Map<number, TtftSample[]>();
+  /** TTFT samples per prefix node id. */
+  private readonly ttftByPrefix = new Map<number, TtftHistory>();
+  private readonly scratch = new Scratch();
 
   constructor(private readonly options: PrebleOptions = PREBLE_DEFAULTS) {}
 
   place(request: PlacementRequest, candidates: readonly WorkerView[], context: PlacementContext): Placement | undefined {
-    if (candidates.length === 0) return undefined;
+    const count = candidates.length;
+    if (count === 0) return undefined;
     const n = request.tokens.length;
     let matched = 0;
-    for (const worker of candidates) matched = Math.max(matched, worker.matchedTokens);
+    for (let i = 0; i < count; i++) matched = Math.max(matched, candidates[i]!.matchedTokens);
     const remaining = n - matched;
     // L and P are cheap; M (simulated LRU eviction) is not, and it is never negative, so it is
     // priced only for a worker whose L + P can still beat the best total found so far.
-    const loads: Record<string, number> = {};
-    const partial: Record<string, number> = {};
-    for (const worker of candidates) {
+    const scratch = this.scratch;
+    scratch.reset(count);
+    const { loads, partial } = scratch;
+    const expectedOutput = context.expectedOutputTokens(request);
+    for (let i = 0; i < count; i++) {
+      const worker = candidates[i]!;
       const model = context.timeModel(worker.id);
-      loads[worker.id] = this.load(worker, model, request, context);
-      partial[worker.id] = loads[worker.id]! + model.prefillMs(n - worker.matchedTokens, n);
+      const decode = worker.inFlight * expectedOutput * model.decodeMsPerToken(n);
+      loads[i] = context.windowedPrefillMs(worker.id) + decode;
+      partial[i] = loads[i]! + model.prefillMs(n - worker.matchedTokens, n);
     }
     const costs: Record<string, number> = {};
-    const cheapest = (workers: readonly WorkerView[]): WorkerView => {
-      const byPartial = [...workers].sort((a, b) => partial[a.id]! - partial[b.id]!);
-      let best: WorkerView | undefined;
-      let bestCost = Infinity;
-      for (const worker of byPartial) {
-        if (partial[worker.id]! >= bestCost) break;
-        const cost = partial[worker.id]! + this.evictionCost(worker, context.timeModel(worker.id), request, context);
-        costs[worker.id] = cost;
-        if (cost < bestCost || (cost === bestCost && workers.indexOf(worker) < workers.indexOf(best!))) {
-          best = worker;
-          bestCost = cost;
-        }
-      }
-      return best!;
-    };
     const prefixKey = this.prefixKey(context, matched);
-    const decide = (worker: WorkerView, reason: string, copies?: CopyAction[]): Placement => ({
+
+    if (matched === 0 || remaining >= matched) return this.decide(candidates[this.cheapest(ALL, matched, costs, candidates, request, context)]!, "explore", matched, costs, prefixKey);
+
+    let hasOthers = false;
+    for (let i = 0; i < count; i++) if (candidates[i]!.matchedTokens < matched) hasOthers = true;
+    if (prefixKey !== undefined && hasOthers && this.isHot(prefixKey, context.now)) {
+      // Redirect first, then copy: the new worker serves this request either way.
+      this.ttftByPrefix.delete(prefixKey);
+      const target = candidates[this.cheapest(OTHERS, matched, costs, candidates, request, context)]!;
+      // The least loaded holder (the first among equals).
+      let source = -1;
+      for (let i = 0; i < count; i++) {
+        if (candidates[i]!.matchedTokens === matched && (source < 0 || loads[i]! < loads[source]!)) source = i;
+      }
+      return this.decide(target, "replicate", matched, costs, prefixKey, this.copyIfCheaper(request, candidates[source]!, target, matched, context));
+    }
+    const holder = this.cheapest(HOLDERS, matched, costs, candidates, request, context);
+    const enoughHistory = context.placementsInWindow >= this.options.historyPerWorker * count;
+    if (enoughHistory && loads[holder]! > 0) {
+      let lightest = Infinity;
+      for (let i = 0; i < count; i++) lightest = Math.min(lightest, loads[i]!);
+      if (loads[holder]! >= this.options.rebalanceRatio * lightest) {
+        return this.decide(candidates[this.cheapest(ALL, matched, costs, candidates, request, context)]!, "rebalance", matched, costs, prefixKey);
+      }
+    }
+    return this.decide(candidates[holder]!, "exploit", matched, costs, prefixKey);
+  }
+
+  onRequestComplete(placement: Placement, _request: PlacementRequest, outcome: RequestOutcome, now: number): void {
+    if (placement.prefixKey === undefined || !outcome.ok) return;
+    let history = this.ttftByPrefix.get(placement.prefixKey);
+    if (!history) {
+      history = new TtftHistory();
+      this.ttftByPrefix.set(placement.prefixKey, history);
+    }
+    // Keeps the window's samples, at most the last 256 (bounds memory).
+    history.push(now, outcome.ttftMs, now - this.options.windowMs, 256);
+  }
+
+  /** Whether the prefix's TTFT degraded: second half of the window vs the first. */
+  isHot(prefixKey: number, now: number): boolean {
+    const history = this.ttftByPrefix.get(prefixKey);
+    if (!history) return false;
+    const middle = now - this.options.windowMs / 2;
+    const horizon = now - this.options.windowMs;
+    const first = history.firstAt(horizon);
+    const second = history.firstAt(middle);
+    const end = history.end;
+    const firstCount = second - first;
+    const secondCount = end - second;
+    if (firstCount < this.options.hotMinSamples || secondCount < this.options.hotMinSamples) return false;
+    return history.sum(second, end) / secondCount >= this.options.hotTtftRatio * (history.sum(first, second) / firstCount);
+  }
+
+  private decide(worker: WorkerView, reason: string, matched: number, costs: Record<string, number>, prefixKey: number | undefined, copies?: CopyAction[]): Placement {
+    return {
       workerId: worker.id,
       reason,
       matchedTokens: matched,
       costs,
       ...(copies && copies.length > 0 ? { copies } : {}),
       ...(prefixKey !== undefined ? { prefixKey } : {}),
-    });
-
-    if (matched === 0 || remaining >= matched) return decide(cheapest(candidates), "explore");
-
-    const holders = candidates.filter((worker) => worker.matchedTokens === matched);
-    const others = candidates.filter((worker) => worker.matchedTokens < matched);
-    if (prefixKey !== undefined && others.length > 0 && this.isHot(prefixKey, context.now)) {
-      // Redirect first, then copy: the new worker serves this request either way.
-      this.ttftByPrefix.delete(prefixKey);
-      const target = cheapest(others);
-      const source = minBy(holders, (worker) => loads[worker.id]!)!;
-      return decide(target, "replicate", this.copyIfCheaper(request, source, target, matched, context));
-    }
-    const holder = cheapest(holders);
-    const enoughHistory = context.placementsInWindow >= this.options.historyPerWorker * candidates.length;
-    if (enoughHistory && loads[holder.id]! > 0) {
-      let lightest = Infinity;
-      for (const worker of candidates) lightest = Math.min(lightest, loads[worker.id]!);
-      if (loads[holder.id]! >= this.options.rebalanceRatio * lightest) return decide(cheapest(candidates), "rebalance");
-    }
-    return decide(holder, "exploit");
+    };
   }
 
-  onRequestComplete(placement: Placement, _request: PlacementRequest, outcome: RequestOutcome, now: number): void {
-    if (placement.prefixKey === undefined || !outcome.ok) return;
-    let samples = this.ttftByPrefix.get(placement.prefixKey);
-    if (!samples) {
-      samples = [];
-      this.ttftByPrefix.set(placement.prefixKey, samples);
+  /**
+   * Index of the cheapest worker of a group (all candidates, the holders of the longest
+   * prefix, or the others): by L + P first (stable: list order among equals), the full cost
+   * L + P + M for as long as L + P alone can still win; ties go to the earlier one in the
+   * list. Every worker priced in full is entered in `costs` (once: its M does not change
+   * within a decision).
+   */
+  private cheapest(group: number, matched: number, costs: Record<string, number>, candidates: readonly WorkerView[], request: PlacementRequest, context: PlacementContext): number {
+    const { partial, cost, order } = this.scratch;
+    let size = 0;
+    for (let i = 0; i < candidates.length; i++) {
+      const m = candidates[i]!.matchedTokens;
+      if (group === HOLDERS ? m !== matched : group === OTHERS ? m >= matched : false) continue;
+      // Insertion sort by partial cost, stable.
+      let j = size++;
+      while (j > 0 && partial[order[j - 1]!]! > partial[i]!) {
+        order[j] = order[j - 1]!;
+        j--;
+      }
+      order[j] = i;
     }
-    samples.push({ at: now, ttftMs: outcome.ttftMs });
-    const horizon = now - this.options.windowMs;
-    while (samples.length > 0 && samples[0]!.at < horizon) samples.shift();
-    // Bound memory: a prefix keeps at most its last 256 samples.
-    if (samples.length > 256) samples.splice(0, samples.length - 256);
-  }
-
-  /** Whether the prefix's TTFT degraded: second half of the window vs the first. */
-  isHot(prefixKey: number, now: number): boolean {
-    const samples = this.ttftByPrefix.get(prefixKey);
-    if (!samples) return false;
-    const middle = now - this.options.windowMs / 2;
-    const horizon = now - this.options.windowMs;
-    let firstSum = 0;
-    let firstCount = 0;
-    let secondSum = 0;
-    let secondCount = 0;
-    for (const sample of samples) {
-      if (sample.at < horizon) continue;
-      if (sample.at < middle) {
-        firstSum += sample.ttftMs;
-        firstCount++;
-      } else {
-        secondSum += sample.ttftMs;
-        secondCount++;
+    let best = -1;
+    let bestCost = Infinity;
+    for (let k = 0; k < size; k++) {
+      const i = order[k]!;
+      if (partial[i]! >= bestCost) break;
+      let total = cost[i]!;
+      if (Number.isNaN(total)) {
+        const worker = candidates[i]!;
+        total = partial[i]! + this.evictionCost(worker, context.timeModel(worker.id), request, context);
+        cost[i] = total;
+        costs[worker.id] = total;
+      }
+      if (total < bestCost || (total === bestCost && i < best)) {
+        best = i;
+        bestCost = total;
       }
     }
-    if (firstCount < this.options.hotMinSamples || secondCount < this.options.hotMinSamples) return false;
-    return secondSum / secondCount >= this.options.hotTtftRatio * (firstSum / firstCount);
-  }
-
-  private load(worker: WorkerView, model: TimeModel, request: PlacementRequest, context: PlacementContext): number {
-    const decode = worker.inFlight * context.expectedOutputTokens(request) * model.decodeMsPerToken(request.tokens.length);
-    return context.windowedPrefillMs(worker.id) + decode;
+    return best;
   }
 
   private evictionCost(worker: WorkerView, model: TimeModel, request: PlacementRequest, context: PlacementContext): number {
