@@ -20,6 +20,20 @@ export interface WorkloadRequest {
   outputTokens: number;
   /** What the prompt shares with others: the prefix index (ToolBench) or the first hash id (Mooncake). */
   group: number;
+  /** Chat messages the request carries (more than one marks a continuation, seed 000); 1 when absent. */
+  messageCount?: number;
+  /** The client's max_tokens (the scheduler's expected output until it has observed some); absent: the server default. */
+  maxTokens?: number;
+  /**
+   * Sequential turns (agent loops): the client sends this request `thinkMs` after the
+   * response to request `after` (an index) completed, so its arrival depends on the serving;
+   * `arrivalMs` is then only the earliest it could come (its session's start).
+   */
+  after?: number;
+  /** Tool / think time between the previous turn's response and this request, ms. */
+  thinkMs?: number;
+  /** The agent session the request belongs to. */
+  session?: number;
 }
 
 /** murmur3's 32-bit finaliser folded over the parts: a well-mixed 32-bit key. */

@@ -1,11 +1,13 @@
 // Host side of prompt preparation: a small piscina pool whose threads render chat templates
 // and tokenize (CPU-heavy for long prompts), so the event loop stays free.
 import { Piscina } from "piscina";
-import type { ChatPromptTask, PreparedPrompt, PromptModel, PromptTask } from "./prompt-protocol.js";
+import type { ChatPromptTask, PreparedPrompt, PromptModel, PromptTask, TextPromptTask, TokenizedText, VocabInfo } from "./prompt-protocol.js";
 import { threadEntry } from "./thread-entry.js";
 
 export class PromptPreparer {
   private readonly pool: Piscina;
+  /** A vocabulary never changes while its model is served: asked once per model. */
+  private readonly vocabs = new Map<string, Promise<VocabInfo>>();
 
   constructor(
     models: PromptModel[],
@@ -30,6 +32,23 @@ export class PromptPreparer {
 
   chat(request: Omit<ChatPromptTask, "kind">): Promise<PreparedPrompt> {
     return this.pool.run({ kind: "chat", ...request } satisfies PromptTask) as Promise<PreparedPrompt>;
+  }
+
+  /** A raw prompt (legacy completions) as the exact tokens a worker evaluates, BOS included. */
+  text(request: Omit<TextPromptTask, "kind">): Promise<TokenizedText> {
+    return this.pool.run({ kind: "text", ...request } satisfies PromptTask) as Promise<TokenizedText>;
+  }
+
+  /** The model's vocabulary size and the BOS token it evaluates first: token-array prompts are checked against it. */
+  vocab(modelId: string): Promise<VocabInfo> {
+    let info = this.vocabs.get(modelId);
+    if (!info) {
+      info = this.pool.run({ kind: "vocab", modelId } satisfies PromptTask) as Promise<VocabInfo>;
+      // A failure is not remembered: the next request asks again.
+      info.catch(() => this.vocabs.delete(modelId));
+      this.vocabs.set(modelId, info);
+    }
+    return info;
   }
 
   /**

@@ -16,16 +16,45 @@ export interface ChatPromptTask {
   messages: ChatTurn[];
 }
 
+/**
+ * A raw prompt (legacy completions): tokenized as one text, special-token text such as
+ * `<|im_start|>` parsed as the control token (the client writes the whole prompt, as with
+ * llama.cpp's server), BOS first exactly like a chat prompt.
+ */
+export interface TextPromptTask {
+  kind: "text";
+  modelId: string;
+  text: string;
+}
+
+/** What a model's tokenizer knows that the host needs to check token-array prompts. */
+export interface VocabTask {
+  kind: "vocab";
+  modelId: string;
+}
+
+export interface VocabInfo {
+  /** Token ids run from 0 to size - 1. */
+  size: number;
+  /** The BOS token the worker evaluates first, or null when the model prepends none. */
+  bos: number | null;
+}
+
 /** Frees the tokenizers: a thread must never be terminated while llama.cpp objects live in it. */
 export interface DisposePromptTask {
   kind: "dispose";
 }
 
-export type PromptTask = ChatPromptTask | DisposePromptTask;
+export type PromptTask = ChatPromptTask | TextPromptTask | VocabTask | DisposePromptTask;
 
 export interface PreparedPrompt {
   /** Exactly what a worker evaluates (BOS included when the model wants one). */
   tokens: number[];
   /** Which chat template rendered it (node-llama-cpp's wrapper name), for logs. */
   chatTemplate: string;
+}
+
+export interface TokenizedText {
+  /** Exactly what a worker evaluates (BOS included when the model wants one). */
+  tokens: number[];
 }

@@ -3,7 +3,7 @@
 // vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
 import { workerData } from "node:worker_threads";
 import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatHistoryItem, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
-import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt } from "./prompt-protocol.js";
+import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt, TextPromptTask, TokenizedText, VocabInfo, VocabTask } from "./prompt-protocol.js";
 
 const models = workerData as PromptModel[];
 
@@ -29,10 +29,14 @@ async function loadTokenizers(): Promise<Tokenizers> {
   return { llama, byModel };
 }
 
-export default async function handlePromptTask(task: PromptTask): Promise<PreparedPrompt | null> {
+export default async function handlePromptTask(task: PromptTask): Promise<PreparedPrompt | TokenizedText | VocabInfo | null> {
   switch (task.kind) {
     case "chat":
       return renderChat(task);
+    case "text":
+      return tokenizeText(task);
+    case "vocab":
+      return vocabInfo(task);
     case "dispose":
       await disposeTokenizers();
       return null;
@@ -49,10 +53,15 @@ async function disposeTokenizers(): Promise<void> {
   await llama.dispose();
 }
 
-async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
+async function tokenizerOf(modelId: string): Promise<Tokenizer> {
   tokenizers ??= loadTokenizers();
-  const tokenizer = (await tokenizers).byModel.get(task.modelId);
-  if (!tokenizer) throw new Error(`prompt thread has no tokenizer for model "${task.modelId}"`);
+  const tokenizer = (await tokenizers).byModel.get(modelId);
+  if (!tokenizer) throw new Error(`prompt thread has no tokenizer for model "${modelId}"`);
+  return tokenizer;
+}
+
+async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
+  const tokenizer = await tokenizerOf(task.modelId);
   const chatHistory: ChatHistoryItem[] = task.messages.map((message) =>
     message.role === "assistant"
       ? { type: "model", response: [message.content] }
@@ -63,6 +72,30 @@ async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
   const { contextText } = tokenizer.chatWrapper.generateContextState({ chatHistory });
   const tokens = withBos(tokenizer.model, contextText.tokenize(tokenizer.model.tokenizer));
   return { tokens, chatTemplate: tokenizer.chatWrapper.wrapperName };
+}
+
+/**
+ * A raw prompt as one text. Special-token text is parsed (the client owns the whole prompt,
+ * as with llama.cpp's server); "trimLeadingSpace" tokenizes it as it reads after BOS, which
+ * is how node-llama-cpp's own LlamaCompletion tokenizes a text input.
+ */
+async function tokenizeText(task: TextPromptTask): Promise<TokenizedText> {
+  const { model } = await tokenizerOf(task.modelId);
+  const tokens = model.tokenize(task.text, true, bosOf(model) !== null ? "trimLeadingSpace" : undefined);
+  return { tokens: withBos(model, tokens) };
+}
+
+async function vocabInfo(task: VocabTask): Promise<VocabInfo> {
+  const { model } = await tokenizerOf(task.modelId);
+  // node-llama-cpp 3.21.1 has no n_vocab accessor: the GGUF's token list is the vocabulary.
+  const metadata = model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } };
+  const size = metadata.tokenizer?.ggml?.tokens?.length ?? model.fileInfo.architectureMetadata.vocab_size;
+  if (size === undefined) throw new Error(`model "${task.modelId}" declares no vocabulary size`);
+  return { size, bos: bosOf(model) };
+}
+
+function bosOf(model: LlamaModel): number | null {
+  return model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
 }
 
 /** The exact tokens the worker evaluates: BOS first whenever the model's tokenizer wants one. */

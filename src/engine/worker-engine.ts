@@ -8,8 +8,10 @@ import {
   getLlama,
   LlamaCompletion,
   LlamaLogLevel,
+  type LLamaContextualRepeatPenalty,
   type LlamaContext,
   type LlamaContextSequence,
+  type LlamaGrammar,
   type LlamaModel,
   type Llama,
   type Token,
@@ -30,9 +32,12 @@ import type {
   LoadResult,
   ProfileResult,
   ProfileTask,
+  ResponseFormat,
+  SamplingParams,
   WorkerInit,
   WorkerTask,
 } from "./protocol.js";
+import { RESPONSE_FORMAT_ERROR } from "./protocol.js";
 import { profileSequence } from "./calibration.js";
 import { evaluationPriorityOf, shareBatch } from "../scheduler/batch-priority.js";
 import { LocalScheduler } from "../scheduler/local-scheduler.js";
@@ -160,6 +165,16 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
   });
   const send = (event: GenerationEvent) => port.postMessage(event);
   const queuedAt = performance.now();
+  // Built (or found in the cache) before taking a slot: a schema the worker refuses fails
+  // the request before it starts, so the host can still answer it with a 400.
+  let grammar: LlamaGrammar | undefined;
+  try {
+    grammar = await grammarFor(engine.llama, sampling.responseFormat);
+  } catch (error) {
+    send({ type: "done" });
+    port.close();
+    throw new Error(`${RESPONSE_FORMAT_ERROR}${(error as Error).message}`);
+  }
   const grant = await engine.slots.acquire(task.requestId, tokens);
   if (!grant) {
     send({ type: "done" });
@@ -190,11 +205,17 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
       temperature: sampling.temperature,
       topP: sampling.topP,
       seed: sampling.seed,
+      repeatPenalty: repeatPenaltyOf(sampling),
+      grammar,
       evaluationPriority: evaluationPriorityOf(group, init.local.priorityGroups),
       signal: abort.signal,
       stopOnAbortSignal: true,
       // The host refuses prompts that do not fit; never shift (silently drop) context here.
       disableContextShift: true,
+      // LlamaCompletion keeps only contextSize - contextShiftSize prompt tokens, even with
+      // shifting disabled (default 10% of the slot): a prompt that fits would silently lose
+      // its start. No room is needed for a shift that never happens.
+      contextShiftSize: 0,
       onToken: (generated) => {
         firstTokenAt ??= performance.now();
         completionTokens += generated.length;
@@ -225,6 +246,70 @@ async function generate(engine: Engine, task: GenerateTask): Promise<GenerationR
     send({ type: "done" });
     port.close();
   }
+}
+
+/**
+ * OpenAI's presence/frequency penalties on llama.cpp's penalties sampler, over every token
+ * this completion generated (OpenAI counts the whole completion; node-llama-cpp's default
+ * window is 64 and skips the newline token). Both 0 or absent: undefined, which leaves
+ * LlamaCompletion's default untouched (its default builds no penalty sampler at all: the
+ * multiplicative penalty resolves to 1 in the addon, not the documented 1.1).
+ */
+function repeatPenaltyOf(sampling: SamplingParams): LLamaContextualRepeatPenalty | undefined {
+  const presencePenalty = sampling.presencePenalty ?? 0;
+  const frequencyPenalty = sampling.frequencyPenalty ?? 0;
+  if (presencePenalty === 0 && frequencyPenalty === 0) return undefined;
+  return { penalty: 1, presencePenalty, frequencyPenalty, lastTokens: Math.max(1, sampling.maxTokens), penalizeNewLine: true };
+}
+
+/**
+ * Compiled grammars, per Llama instance (a reloaded engine starts empty) and per response
+ * format (the schema's JSON text), least recently used out past GRAMMAR_CACHE_SIZE. A
+ * grammar is read-only: generations in every slot share it, each with its own state.
+ */
+const grammarCache = new WeakMap<Llama, Map<string, Promise<LlamaGrammar>>>();
+const GRAMMAR_CACHE_SIZE = 64;
+
+async function grammarFor(llama: Llama, format: ResponseFormat | undefined): Promise<LlamaGrammar | undefined> {
+  if (format === undefined) return undefined;
+  let cache = grammarCache.get(llama);
+  if (!cache) {
+    cache = new Map();
+    grammarCache.set(llama, cache);
+  }
+  const key = format.type === "json_object" ? "json_object" : `json_schema:${JSON.stringify(format.schema)}`;
+  let grammar = cache.get(key);
+  if (grammar) {
+    cache.delete(key);
+  } else {
+    grammar = format.type === "json_object" ? llama.getGrammarFor("json") : jsonSchemaGrammar(llama, format.schema);
+    const built = grammar;
+    // A refused schema is not remembered.
+    built.catch(() => {
+      if (cache.get(key) === built) cache.delete(key);
+    });
+  }
+  cache.set(key, grammar);
+  if (cache.size > GRAMMAR_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  return grammar;
+}
+
+/**
+ * node-llama-cpp's grammar for a JSON schema, with one fix: its `integer` rule allows an
+ * exponent, signed too (`1e-5`, or `2E9439000074390707`, which a JSON parser reads as
+ * Infinity); JSON Schema's integer is a whole number, so the rule keeps sign and digits only.
+ */
+async function jsonSchemaGrammar(llama: Llama, schema: Record<string, unknown>): Promise<LlamaGrammar> {
+  // The host checked the schema against the subset node-llama-cpp's converter understands;
+  // its generic type cannot describe a schema known only at run time.
+  const converted = await llama.createGrammarForJsonSchema(schema as never);
+  const integerRule = /^integer-number-rule ::= .*$/m;
+  if (!integerRule.test(converted.grammar)) return converted;
+  return llama.createGrammar({
+    grammar: converted.grammar.replace(integerRule, 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15})'),
+    stopGenerationTriggers: converted.stopGenerationTriggers,
+    trimWhitespaceSuffix: converted.trimWhitespaceSuffix,
+  });
 }
 
 /** Times this worker in one idle slot (calibration.ts), which it leaves empty. */

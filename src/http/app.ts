@@ -8,6 +8,7 @@ import type { CompletionService } from "../serving/completion-service.js";
 import type { Fleet } from "../serving/fleet.js";
 import { installErrorHandlers } from "./error-handler.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
+import { completionsRoute } from "./routes/completions.js";
 import { healthRoute, readyRoute } from "./routes/health.js";
 import { installApiKeys, type ApiKeys } from "./auth.js";
 import { metricsRoute } from "./routes/metrics.js";
@@ -42,6 +43,7 @@ export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, 
   installApiKeys(app, apiKeys);
   metricsRoute(app, metrics);
   chatCompletionsRoute(app, service);
+  completionsRoute(app, service);
   modelsRoute(app, fleet);
   healthRoute(app, fleet, scheduler, service, configError);
   readyRoute(app, scheduler);

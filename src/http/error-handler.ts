@@ -56,7 +56,7 @@ export function installErrorHandlers(app: FastifyInstance): void {
     sendError(reply, serving);
   });
   app.setNotFoundHandler((request, reply) => {
-    sendError(reply, new ServingError("route_not_found", `There is no route ${request.method} ${request.url.split("?")[0]}. See GET /v1/models, POST /v1/chat/completions.`));
+    sendError(reply, new ServingError("route_not_found", `There is no route ${request.method} ${request.url.split("?")[0]}. See GET /v1/models, POST /v1/chat/completions, POST /v1/completions.`));
   });
 }
 

@@ -1,4 +1,4 @@
-// OpenAI's response shapes for chat completions, built from a worker's outcome.
+// OpenAI's response shapes for chat and legacy (text) completions, built from a worker's outcome.
 import { randomBytes } from "node:crypto";
 import type { FinishReason } from "../engine/protocol.js";
 
@@ -57,4 +57,28 @@ export function chatChunk(header: ChatCompletionHeader, delta: { role?: "assista
 /** The last chunk when stream_options.include_usage is set: no choices, only usage. */
 export function usageChunk(header: ChatCompletionHeader, tokens: Usage) {
   return { ...header, object: "chat.completion.chunk" as const, system_fingerprint: null, choices: [], usage: tokens };
+}
+
+export function textCompletion(header: ChatCompletionHeader, text: string, finishReason: FinishReason, tokens: Usage) {
+  return {
+    ...header,
+    object: "text_completion" as const,
+    system_fingerprint: null,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: openAIFinishReason(finishReason) }],
+    usage: tokens,
+  };
+}
+
+export function textCompletionChunk(header: ChatCompletionHeader, text: string, finishReason: FinishReason | null) {
+  return {
+    ...header,
+    object: "text_completion" as const,
+    system_fingerprint: null,
+    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
+  };
+}
+
+/** The last text-completion chunk when stream_options.include_usage is set. */
+export function textUsageChunk(header: ChatCompletionHeader, tokens: Usage) {
+  return { ...header, object: "text_completion" as const, system_fingerprint: null, choices: [], usage: tokens };
 }

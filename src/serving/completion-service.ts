@@ -1,9 +1,9 @@
-// One chat completion from validated input to result: render + tokenize once in the host,
-// place on a worker with the configured policy, run it there. Errors a client can act on are
-// ServingErrors; the HTTP layer only formats them.
+// One completion (chat messages, a raw text prompt or token ids) from validated input to
+// result: render + tokenize once in the host, place on a worker with the configured policy,
+// run it there. Errors a client can act on are ServingErrors; the HTTP layer only formats them.
 import type { PromptPreparer } from "../engine/prompt-preparer.js";
 import type { ChatTurn } from "../engine/prompt-protocol.js";
-import type { GenerationResult, SamplingParams } from "../engine/protocol.js";
+import { RESPONSE_FORMAT_ERROR, type GenerationResult, type SamplingParams } from "../engine/protocol.js";
 import { WorkerDiedError } from "../engine/worker-runner.js";
 import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-scheduler.js";
 import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";
@@ -11,10 +11,19 @@ import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
 import type { RequestRecord, ServingObserver } from "./observer.js";
 
-export interface ChatJob {
+/** What to complete. */
+export type PromptInput =
+  /** Chat messages, rendered with the model's chat template. */
+  | { kind: "chat"; messages: ChatTurn[] }
+  /** A raw prompt (legacy completions), tokenized as one text. */
+  | { kind: "text"; text: string }
+  /** Token ids as sent (legacy completions); `param` names the field in errors, e.g. "prompt". */
+  | { kind: "tokens"; tokens: number[]; param: string };
+
+export interface CompletionJob {
   requestId: string;
   modelId: string;
-  messages: ChatTurn[];
+  prompt: PromptInput;
   /** max_tokens from the request, if any; capped to what fits in the slot. */
   maxTokens?: number;
   sampling: Omit<SamplingParams, "maxTokens">;
@@ -23,6 +32,10 @@ export interface ChatJob {
   /** x-session-id header or `user`: session pinning. */
   sessionId?: string;
   signal?: AbortSignal;
+}
+
+export interface ChatJob extends Omit<CompletionJob, "prompt"> {
+  messages: ChatTurn[];
 }
 
 export interface ChatStart {
@@ -59,7 +72,12 @@ export class CompletionService {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  async chat(job: ChatJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
+  /** A chat completion: complete() with the messages as the prompt. */
+  chat({ messages, ...job }: ChatJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
+    return this.complete({ ...job, prompt: { kind: "chat", messages } }, hooks);
+  }
+
+  async complete(job: CompletionJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
     const startedAt = this.now();
     const record: RequestRecord = {
       requestId: job.requestId,
@@ -91,7 +109,7 @@ export class CompletionService {
       },
     };
     try {
-      const outcome = await this.chatWithDeadline(job, observed);
+      const outcome = await this.completeWithDeadline(job, observed);
       Object.assign(record, {
         workerId: outcome.workerId,
         placement: outcome.placement,
@@ -115,12 +133,12 @@ export class CompletionService {
     }
   }
 
-  private async chatWithDeadline(job: ChatJob, hooks: ChatHooks): Promise<ChatOutcome> {
-    if (this.requestTimeoutMs <= 0) return this.chatUntil(job, hooks);
+  private async completeWithDeadline(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
+    if (this.requestTimeoutMs <= 0) return this.completeUntil(job, hooks);
     // The deadline cancels the work like a client disconnect does, then answers 504.
     const deadline = AbortSignal.timeout(this.requestTimeoutMs);
     const signal = job.signal ? AbortSignal.any([job.signal, deadline]) : deadline;
-    const outcome = await this.chatUntil({ ...job, signal }, hooks);
+    const outcome = await this.completeUntil({ ...job, signal }, hooks);
     if (deadline.aborted && outcome.finishReason === "cancelled") {
       throw new ServingError(
         "deadline_exceeded",
@@ -130,7 +148,7 @@ export class CompletionService {
     return outcome;
   }
 
-  private async chatUntil(job: ChatJob, hooks: ChatHooks): Promise<ChatOutcome> {
+  private async completeUntil(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
     const model = this.fleet.models.get(job.modelId);
     if (!model) {
       throw new ServingError(
@@ -139,21 +157,24 @@ export class CompletionService {
         "model",
       );
     }
-    const { tokens } = await this.preparer.chat({ modelId: job.modelId, messages: job.messages });
+    const tokens = await this.promptTokens(job.modelId, job.prompt);
+    const field = job.prompt.kind === "chat" ? "messages" : "prompt";
+    if (tokens.length === 0) throw new ServingError("invalid_request", "The prompt is empty: send at least one token.", field);
     // The generation needs room for at least one completion token in the slot.
     if (tokens.length >= model.contextSize) {
       throw new ServingError(
         "context_length_exceeded",
         `The prompt is ${tokens.length} tokens but a slot of model "${job.modelId}" holds ${model.contextSize} tokens ` +
-          `(prompt plus completion). Shorten the messages or raise contextSize in config.yml.`,
-        "messages",
+          `(prompt plus completion). Shorten the ${field} or raise contextSize in config.yml.`,
+        field,
       );
     }
     const maxTokens = Math.min(job.maxTokens ?? this.defaultMaxTokens, model.contextSize - tokens.length);
     const request: PlacementRequest = {
       modelId: job.modelId,
       tokens,
-      messageCount: job.messages.length,
+      // A raw prompt is one piece of text: never a continuation for the `shape` policy.
+      messageCount: job.prompt.kind === "chat" ? job.prompt.messages.length : 1,
       maxTokens,
       ...(job.sessionId !== undefined ? { sessionId: job.sessionId } : {}),
     };
@@ -172,7 +193,36 @@ export class CompletionService {
     }
   }
 
-  private async runOnce(job: ChatJob, request: PlacementRequest, tokens: number[], maxTokens: number, hooks: ChatHooks): Promise<ChatOutcome> {
+  /**
+   * The exact tokens a worker evaluates, BOS included when the model wants one: chat
+   * messages and text are tokenized in a prompt thread; token ids are checked against the
+   * model's vocabulary and get the same BOS a text prompt gets.
+   */
+  private async promptTokens(modelId: string, prompt: PromptInput): Promise<number[]> {
+    switch (prompt.kind) {
+      case "chat":
+        return (await this.preparer.chat({ modelId, messages: prompt.messages })).tokens;
+      case "text":
+        return (await this.preparer.text({ modelId, text: prompt.text })).tokens;
+      case "tokens": {
+        const vocab = await this.preparer.vocab(modelId);
+        prompt.tokens.forEach((id, i) => {
+          if (!Number.isInteger(id) || id < 0 || id >= vocab.size) {
+            throw new ServingError(
+              "invalid_request",
+              `\`${prompt.param}[${i}]\` is ${JSON.stringify(id)}, which is not a token id of model "${modelId}": ids are integers from 0 to ${vocab.size - 1}.`,
+              `${prompt.param}[${i}]`,
+            );
+          }
+        });
+        return vocab.bos !== null && prompt.tokens[0] !== vocab.bos ? [vocab.bos, ...prompt.tokens] : [...prompt.tokens];
+      }
+      default:
+        return prompt satisfies never;
+    }
+  }
+
+  private async runOnce(job: CompletionJob, request: PlacementRequest, tokens: number[], maxTokens: number, hooks: ChatHooks): Promise<ChatOutcome> {
     const ticket = this.place(request, job.pinnedWorkerId);
     this.observer.placed?.(ticket.placement, this.scheduler.policy.name);
     const worker = this.fleet.get(ticket.workerId)!;
@@ -214,6 +264,12 @@ export class CompletionService {
           `Worker ${ticket.workerId} stopped while generating this request (${error.message}); it is being restarted. Retry the request.`,
         );
         throw started ? failed : new NotStartedError(failed, ticket.workerId);
+      }
+      const message = (error as Error).message ?? "";
+      if (message.startsWith(RESPONSE_FORMAT_ERROR)) {
+        // The worker could not build the grammar (node-llama-cpp's reason follows the marker).
+        const param = job.sampling.responseFormat?.type === "json_schema" ? "response_format.json_schema.schema" : "response_format";
+        throw new ServingError("invalid_request", `\`${param}\` cannot be turned into a grammar: ${message.slice(RESPONSE_FORMAT_ERROR.length)}`, param);
       }
       throw new ServingError("worker_failed", `Worker ${ticket.workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
     } finally {

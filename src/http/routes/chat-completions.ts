@@ -1,11 +1,23 @@
-// POST /v1/chat/completions — OpenAI's chat API, streaming (SSE) and not.
+// POST /v1/chat/completions — OpenAI's chat API, streaming (SSE) and not. The helpers shared
+// with POST /v1/completions (headers, sampling, streaming, refused parameters) live here too.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FinishReason, ResponseFormat, SamplingParams } from "../../engine/protocol.js";
 import type { ChatTurn } from "../../engine/prompt-protocol.js";
-import type { ChatStart, CompletionService } from "../../serving/completion-service.js";
+import type { ChatStart, CompletionJob, CompletionService } from "../../serving/completion-service.js";
 import { ServingError } from "../../serving/errors.js";
 import { errorBody, toServingError } from "../error-handler.js";
-import { chatChunk, chatCompletion, completionId, usage, usageChunk, type ChatCompletionHeader } from "../openai-format.js";
-import { ChatCompletionRequestSchema, UNSUPPORTED_PARAMETERS, type ChatCompletionRequest, type ChatMessage } from "../schemas.js";
+import { chatChunk, chatCompletion, completionId, usage, usageChunk, type ChatCompletionHeader, type Usage } from "../openai-format.js";
+import {
+  ChatCompletionRequestSchema,
+  RESPONSE_FORMAT_TYPES,
+  toGrammarSchema,
+  UNSUPPORTED_PARAMETERS,
+  UnsupportedSchemaError,
+  type ChatCompletionRequest,
+  type ChatMessage,
+  type CompletionRequest,
+  type ResponseFormatRequest,
+} from "../schemas.js";
 import { SseStream } from "../sse.js";
 
 export const WORKER_HEADER = "x-radixgate-worker";
@@ -16,57 +28,112 @@ export const SESSION_HEADER = "x-session-id";
 export function chatCompletionsRoute(app: FastifyInstance, service: CompletionService): void {
   app.post("/v1/chat/completions", { schema: { body: ChatCompletionRequestSchema } }, async (request, reply) => {
     const body = request.body as ChatCompletionRequest;
-    refuseUnsupported(request.body as Record<string, unknown>);
+    refuseUnsupported(request.body as Record<string, unknown>, UNSUPPORTED_PARAMETERS);
     const header: ChatCompletionHeader = { id: completionId("chatcmpl"), created: Math.floor(Date.now() / 1000), model: body.model };
-    const abort = abortOnDisconnect(reply);
-    const job = {
-      requestId: request.id,
-      modelId: body.model,
-      messages: body.messages.map(toChatTurn),
+    const job: CompletionJob = {
+      ...jobBasics(request, reply, body),
+      prompt: { kind: "chat", messages: body.messages.map(toChatTurn) },
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
-      sampling: {
-        temperature: body.temperature ?? 1,
-        topP: body.top_p ?? undefined,
-        seed: body.seed ?? undefined,
-        stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
-      },
-      pinnedWorkerId: headerValue(request, WORKER_HEADER),
-      sessionId: headerValue(request, SESSION_HEADER) ?? body.user,
-      signal: abort.signal,
     };
     if (!body.stream) {
-      const outcome = await service.chat(job);
+      const outcome = await service.complete(job);
       logPlacement(request, outcome);
       return reply
         .headers(servedHeaders(outcome))
         .send(chatCompletion(header, outcome.text, outcome.finishReason, usage(outcome.promptTokens, outcome.cachedTokens, outcome.completionTokens)));
     }
-    await streamChat(service, job, header, body.stream_options?.include_usage === true, reply);
+    await streamCompletion(service, job, reply, body.stream_options?.include_usage === true, {
+      first: () => chatChunk(header, { role: "assistant", content: "" }, null),
+      text: (text) => chatChunk(header, { content: text }, null),
+      finish: (reason) => chatChunk(header, {}, reason),
+      usage: (tokens) => usageChunk(header, tokens),
+    });
     return reply;
   });
 }
 
-async function streamChat(
-  service: CompletionService,
-  job: Parameters<CompletionService["chat"]>[0],
-  header: ChatCompletionHeader,
-  includeUsage: boolean,
-  reply: FastifyReply,
-): Promise<void> {
+/** The request fields both completion routes read the same way. */
+type SharedRequest = Pick<
+  ChatCompletionRequest & CompletionRequest,
+  "model" | "temperature" | "top_p" | "seed" | "stop" | "presence_penalty" | "frequency_penalty" | "response_format" | "user"
+>;
+
+/** Everything of a job but the prompt and the token limit: sampling, pinning, session, cancellation. */
+export function jobBasics(request: FastifyRequest, reply: FastifyReply, body: SharedRequest): Omit<CompletionJob, "prompt" | "maxTokens"> {
+  const responseFormat = responseFormatOf(body.response_format ?? undefined);
+  const sampling: Omit<SamplingParams, "maxTokens"> = {
+    temperature: body.temperature ?? 1,
+    topP: body.top_p ?? undefined,
+    seed: body.seed ?? undefined,
+    stop: body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop,
+    presencePenalty: body.presence_penalty ?? undefined,
+    frequencyPenalty: body.frequency_penalty ?? undefined,
+    ...(responseFormat ? { responseFormat } : {}),
+  };
+  return {
+    requestId: request.id,
+    modelId: body.model,
+    sampling,
+    pinnedWorkerId: headerValue(request, WORKER_HEADER),
+    sessionId: headerValue(request, SESSION_HEADER) ?? body.user,
+    signal: abortOnDisconnect(reply).signal,
+  };
+}
+
+/** response_format as the worker takes it: undefined for text; a json_schema's schema checked and normalized. */
+function responseFormatOf(format: ResponseFormatRequest | undefined): ResponseFormat | undefined {
+  if (format === undefined) return undefined;
+  const type = format.type as (typeof RESPONSE_FORMAT_TYPES)[number];
+  switch (type) {
+    case "text":
+      return undefined;
+    case "json_object":
+      return { type: "json_object" };
+    case "json_schema": {
+      const param = "response_format.json_schema.schema";
+      if (format.json_schema?.schema === undefined) {
+        throw new ServingError("invalid_request", `\`${param}\` is required when \`response_format.type\` is "json_schema".`, param);
+      }
+      try {
+        return { type: "json_schema", schema: toGrammarSchema(format.json_schema.schema, param) };
+      } catch (error) {
+        if (!(error instanceof UnsupportedSchemaError)) throw error;
+        throw new ServingError("invalid_request", `\`${param}\` is not supported: ${error.message}`, param);
+      }
+    }
+    default:
+      throw new ServingError(
+        "unsupported_parameter",
+        `\`response_format.type\` ${JSON.stringify(format.type)} is not supported; use one of ${RESPONSE_FORMAT_TYPES.map((t) => `"${t}"`).join(", ")}.`,
+        "response_format.type",
+      );
+  }
+}
+
+/** The events of one stream, in OpenAI's chunk shapes for its endpoint. */
+export interface StreamFormat {
+  /** Sent once the worker holds the request (chat: the assistant role). */
+  first?: () => unknown;
+  text: (text: string) => unknown;
+  finish: (reason: FinishReason) => unknown;
+  usage: (tokens: Usage) => unknown;
+}
+
+export async function streamCompletion(service: CompletionService, job: CompletionJob, reply: FastifyReply, includeUsage: boolean, format: StreamFormat): Promise<void> {
   const sse = new SseStream(reply);
   try {
-    const outcome = await service.chat(job, {
+    const outcome = await service.complete(job, {
       // Headers go out only once a worker holds the request: errors before that (unknown
-      // model, prompt too long, no worker) still get their proper HTTP status.
+      // model, prompt too long, no worker, a refused schema) still get their proper HTTP status.
       onStarted: (start) => {
         logPlacement(reply.request, start);
         sse.open(servedHeaders(start));
-        sse.send(chatChunk(header, { role: "assistant", content: "" }, null));
+        if (format.first) sse.send(format.first());
       },
-      onText: (text) => sse.send(chatChunk(header, { content: text }, null)),
+      onText: (text) => sse.send(format.text(text)),
     });
-    sse.send(chatChunk(header, {}, outcome.finishReason));
-    if (includeUsage) sse.send(usageChunk(header, usage(outcome.promptTokens, outcome.cachedTokens, outcome.completionTokens)));
+    sse.send(format.finish(outcome.finishReason));
+    if (includeUsage) sse.send(format.usage(usage(outcome.promptTokens, outcome.cachedTokens, outcome.completionTokens)));
     sse.close();
   } catch (error) {
     if (!sse.isOpen) throw error;
@@ -78,7 +145,7 @@ async function streamChat(
   }
 }
 
-function servedHeaders(start: Pick<ChatStart, "workerId" | "cachedTokens" | "placement">): Record<string, string> {
+export function servedHeaders(start: Pick<ChatStart, "workerId" | "cachedTokens" | "placement">): Record<string, string> {
   return {
     [WORKER_HEADER]: start.workerId,
     [CACHED_TOKENS_HEADER]: String(start.cachedTokens),
@@ -88,7 +155,7 @@ function servedHeaders(start: Pick<ChatStart, "workerId" | "cachedTokens" | "pla
 }
 
 /** The whole decision (policy, reason, matched tokens, worker, cost of each candidate), at debug level. */
-function logPlacement(request: FastifyRequest, start: Pick<ChatStart, "workerId" | "placement">): void {
+export function logPlacement(request: FastifyRequest, start: Pick<ChatStart, "workerId" | "placement">): void {
   request.log.debug({ worker: start.workerId, placement: start.placement }, "placed");
 }
 
@@ -113,8 +180,8 @@ function toChatTurn(message: ChatMessage, index: number): ChatTurn {
   }
 }
 
-function refuseUnsupported(body: Record<string, unknown>): void {
-  for (const [name, isSet] of Object.entries(UNSUPPORTED_PARAMETERS)) {
+export function refuseUnsupported(body: Record<string, unknown>, refused: Record<string, (value: unknown) => boolean>): void {
+  for (const [name, isSet] of Object.entries(refused)) {
     if (body[name] !== undefined && body[name] !== null && isSet(body[name])) {
       throw new ServingError("unsupported_parameter", `The parameter \`${name}\` is not supported by this server yet; remove it or use its default.`, name);
     }
