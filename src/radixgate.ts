@@ -72,7 +72,13 @@ export async function createRadixgate({ config, dir, path }: LoadedConfig): Prom
   });
   const metrics = new Metrics(fleet, scheduler);
   const observer = observeAll(metrics, requestLog(() => app.log));
-  const service = new CompletionService(fleet, preparer, scheduler, config.generation.defaultMaxTokens, config.generation.requestTimeoutMs, observer);
+  const service = new CompletionService({
+    fleet,
+    preparer,
+    scheduler,
+    observer,
+    limits: { ...config.generation, maxConcurrentRequests: config.server.maxConcurrentRequests },
+  });
   const apiKeys = { keys: config.server.apiKeys };
   const app = buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError: () => reloader.lastError });
   const reloader = new ConfigReloader(path, config, {
@@ -129,6 +135,7 @@ async function createScheduler(config: Config, fleet: Fleet): Promise<GlobalSche
     sessionPinning: config.scheduler.sessionPinning,
     sessionTtlMs: config.scheduler.sessionTtlMs,
     sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
+    maxQueuePerWorker: config.scheduler.maxQueuePerWorker,
   });
   // One worker at a time: the first of identical workers profiles, the rest hit its cache
   // (keyed by model file, hardware and context settings), so start-up stays short.

@@ -55,6 +55,7 @@ export const ConfigSchema = Type.Object(
           default: [],
           description: "Bearer keys clients must send (Authorization: Bearer <key>); empty = no authentication. Env RADIXGATE_API_KEYS (comma-separated) adds keys.",
         }),
+        maxConcurrentRequests: Type.Integer({ minimum: 1, default: 1024, description: "Requests the server holds at once (tokenizing, queued, running); beyond it, 429 with Retry-After." }),
         shutdownTimeoutMs: Type.Integer({ minimum: 0, default: 30_000, description: "On SIGTERM, in-flight requests get this long to finish before they are cancelled." }),
         logLevel: Type.Union(
           ["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((level) => Type.Literal(level)),
@@ -74,6 +75,7 @@ export const ConfigSchema = Type.Object(
         sessionPinning: Type.Boolean({ default: true, description: "Stick requests with x-session-id (or `user`) to the worker that served the session." }),
         sessionTtlMs: Type.Integer({ minimum: 1000, default: 1_800_000, description: "A session is forgotten after this long idle." }),
         sessionOverloadPerSlot: Type.Number({ exclusiveMinimum: 0, default: 2, description: "A session leaves its worker when it has this many requests in flight per slot." }),
+        maxQueuePerWorker: Type.Integer({ minimum: 0, default: 64, description: "Requests a worker may hold waiting beyond its slots; when every worker of a model is full, new requests get 429." }),
         preble: Type.Object(
           {
             rebalanceRatio: Type.Number({ minimum: 1, default: 1.5, description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest." }),

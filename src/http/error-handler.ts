@@ -61,6 +61,7 @@ export function installErrorHandlers(app: FastifyInstance): void {
 }
 
 export function sendError(reply: FastifyReply, error: ServingError): FastifyReply {
+  if (error.retryAfterSeconds !== undefined) reply.header("retry-after", String(error.retryAfterSeconds));
   return reply.code(error.status).header("content-type", "application/json; charset=utf-8").send(errorBody(error));
 }
 

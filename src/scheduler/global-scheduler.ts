@@ -30,6 +30,8 @@ export interface SchedulerOptions {
   sessionTtlMs: number;
   /** A session's worker counts as overloaded (and is left) at this many requests in flight per slot. */
   sessionOverloadPerSlot: number;
+  /** Requests a worker may hold waiting beyond its slots; a full worker is not a candidate. */
+  maxQueuePerWorker: number;
 }
 
 export const SCHEDULER_DEFAULTS: Omit<SchedulerOptions, "now"> = {
@@ -37,6 +39,7 @@ export const SCHEDULER_DEFAULTS: Omit<SchedulerOptions, "now"> = {
   sessionPinning: true,
   sessionTtlMs: 30 * 60_000,
   sessionOverloadPerSlot: 2,
+  maxQueuePerWorker: 64,
 };
 
 /** A placed request, from placement to completion. Hand it back to `complete`. */
@@ -165,6 +168,8 @@ export class GlobalScheduler {
     const candidates: WorkerView[] = [];
     for (const worker of this.workers.values()) {
       if (!worker.alive || worker.spec.modelId !== request.modelId) continue;
+      // Back-pressure: a worker whose queue is full takes nothing more (the caller answers 429).
+      if (worker.inFlight >= worker.spec.slots + this.options.maxQueuePerWorker) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight;
       view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
@@ -227,6 +232,17 @@ export class GlobalScheduler {
       default:
         event satisfies never;
     }
+  }
+
+  /** Whether a live worker of the model exists but every one has a full queue (429, not 503). */
+  allQueuesFull(modelId: string): boolean {
+    let alive = 0;
+    for (const worker of this.workers.values()) {
+      if (worker.spec.modelId !== modelId || !worker.alive) continue;
+      alive++;
+      if (worker.inFlight < worker.spec.slots + this.options.maxQueuePerWorker) return false;
+    }
+    return alive > 0;
   }
 
   /** Live view of every worker (for /health and metrics). */

@@ -56,21 +56,45 @@ export interface ChatOutcome extends GenerationResult {
   placement: Placement;
 }
 
+export interface ServiceLimits {
+  defaultMaxTokens: number;
+  /** 0 = no deadline. */
+  requestTimeoutMs: number;
+  maxConcurrentRequests: number;
+}
+
+export interface ServiceDeps {
+  fleet: Fleet;
+  preparer: PromptPreparer;
+  scheduler: GlobalScheduler;
+  limits: ServiceLimits;
+  observer?: ServingObserver;
+  now?: () => number;
+}
+
 export class CompletionService {
   /** Requests placed again after their worker died before starting them. */
   failovers = 0;
   /** The prefix copies run so far, newest last (metrics and logs read it; bounded). */
   readonly copies = new BoundedLog<CopyAction & { ok: boolean; error?: string }>(100);
 
-  constructor(
-    private readonly fleet: Fleet,
-    private readonly preparer: PromptPreparer,
-    private readonly scheduler: GlobalScheduler,
-    private readonly defaultMaxTokens: number,
-    private readonly requestTimeoutMs = 0,
-    private readonly observer: ServingObserver = {},
-    private readonly now: () => number = () => performance.now(),
-  ) {}
+  private readonly fleet: Fleet;
+  private readonly preparer: PromptPreparer;
+  private readonly scheduler: GlobalScheduler;
+  private readonly observer: ServingObserver;
+  private readonly limits: ServiceLimits;
+  private readonly now: () => number;
+  /** Requests in this service right now, from validation to the last byte. */
+  private held = 0;
+
+  constructor(deps: ServiceDeps) {
+    this.fleet = deps.fleet;
+    this.preparer = deps.preparer;
+    this.scheduler = deps.scheduler;
+    this.observer = deps.observer ?? {};
+    this.limits = deps.limits;
+    this.now = deps.now ?? (() => performance.now());
+  }
 
   /** A chat completion: complete() with the messages as the prompt. */
   chat({ messages, ...job }: ChatJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
@@ -78,6 +102,24 @@ export class CompletionService {
   }
 
   async complete(job: CompletionJob, hooks: ChatHooks = {}): Promise<ChatOutcome> {
+    // Back-pressure first, before any work: a full server says so at once (429), it does not time out.
+    if (this.held >= this.limits.maxConcurrentRequests) {
+      throw new ServingError(
+        "queue_full",
+        `The server is holding its maximum of ${this.limits.maxConcurrentRequests} requests (server.maxConcurrentRequests); retry after a moment.`,
+        null,
+        1,
+      );
+    }
+    this.held++;
+    try {
+      return await this.completeHeld(job, hooks);
+    } finally {
+      this.held--;
+    }
+  }
+
+  private async completeHeld(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
     const startedAt = this.now();
     const record: RequestRecord = {
       requestId: job.requestId,
@@ -134,15 +176,15 @@ export class CompletionService {
   }
 
   private async completeWithDeadline(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
-    if (this.requestTimeoutMs <= 0) return this.completeUntil(job, hooks);
+    if (this.limits.requestTimeoutMs <= 0) return this.completeUntil(job, hooks);
     // The deadline cancels the work like a client disconnect does, then answers 504.
-    const deadline = AbortSignal.timeout(this.requestTimeoutMs);
+    const deadline = AbortSignal.timeout(this.limits.requestTimeoutMs);
     const signal = job.signal ? AbortSignal.any([job.signal, deadline]) : deadline;
     const outcome = await this.completeUntil({ ...job, signal }, hooks);
     if (deadline.aborted && outcome.finishReason === "cancelled") {
       throw new ServingError(
         "deadline_exceeded",
-        `The request ran past its deadline of ${this.requestTimeoutMs} ms (generation.requestTimeoutMs) and was cancelled; ask for fewer tokens or raise the deadline.`,
+        `The request ran past its deadline of ${this.limits.requestTimeoutMs} ms (generation.requestTimeoutMs) and was cancelled; ask for fewer tokens or raise the deadline.`,
       );
     }
     return outcome;
@@ -169,7 +211,7 @@ export class CompletionService {
         field,
       );
     }
-    const maxTokens = Math.min(job.maxTokens ?? this.defaultMaxTokens, model.contextSize - tokens.length);
+    const maxTokens = Math.min(job.maxTokens ?? this.limits.defaultMaxTokens, model.contextSize - tokens.length);
     const request: PlacementRequest = {
       modelId: job.modelId,
       tokens,
@@ -261,7 +303,7 @@ export class CompletionService {
         this.scheduler.setAlive(ticket.workerId, false);
         const failed = new ServingError(
           "worker_failed",
-          `Worker ${ticket.workerId} stopped while generating this request (${error.message}); it is being restarted. Retry the request.`,
+          `Worker ${ticket.workerId} stopped while generating this request (request ${job.requestId}: ${error.message}); it is being restarted. Retry the request.`,
         );
         throw started ? failed : new NotStartedError(failed, ticket.workerId);
       }
@@ -312,9 +354,17 @@ export class CompletionService {
       }
     }
     const ticket = this.scheduler.place(request, pinnedWorkerId);
+    if (!ticket && this.scheduler.allQueuesFull(request.modelId)) {
+      throw new ServingError(
+        "queue_full",
+        `Every worker of model "${request.modelId}" has a full queue (scheduler.maxQueuePerWorker); retry after a moment.`,
+        null,
+        1,
+      );
+    }
     if (!ticket) {
       const reason = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} is down; retry without x-radixgate-worker.` : `No live worker serves model "${request.modelId}" right now; retry shortly.`;
-      throw new ServingError("no_live_worker", reason);
+      throw new ServingError("no_live_worker", reason, null, 1);
     }
     return ticket;
   }

@@ -12,6 +12,7 @@ export const ERROR_CATALOGUE = {
   body_too_large: { status: 413, type: "invalid_request_error" },
   context_length_exceeded: { status: 413, type: "invalid_request_error" },
   unsupported_media_type: { status: 415, type: "invalid_request_error" },
+  queue_full: { status: 429, type: "rate_limit_error" },
   no_live_worker: { status: 503, type: "service_unavailable_error" },
   deadline_exceeded: { status: 504, type: "timeout_error" },
   worker_failed: { status: 500, type: "server_error" },
@@ -29,6 +30,8 @@ export class ServingError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly param: string | null = null,
+    /** Seconds a client should wait before retrying (Retry-After), for 429 and 503. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.status = ERROR_CATALOGUE[code].status;

@@ -57,7 +57,11 @@ describe("process isolation", () => {
     const failed = outcomes.filter((outcome) => !outcome.ok);
     // At most the one request running in w0's only slot fails, with a clear error; the rest complete.
     expect(failed.length).toBeLessThanOrEqual(1);
-    for (const failure of failed) expect(failure).toMatchObject({ ok: false, status: 500, message: expect.stringMatching(/w0 stopped while generating/) });
+    // 500 with the request id, nothing internal (no stack, no file paths).
+    for (const failure of failed) {
+      expect(failure).toMatchObject({ ok: false, status: 500, message: expect.stringMatching(/w0 stopped while generating this request \(request req-\d+/) });
+      expect(failure.ok === false && failure.message).not.toMatch(/\.ts:|node_modules|at /);
+    }
     for (const outcome of outcomes.filter((o) => o.ok)) expect(outcome).toMatchObject({ ok: true, tokens: 600 });
     expect((await health()).failovers).toBeGreaterThanOrEqual(1);
     const metrics = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();

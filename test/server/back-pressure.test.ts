@@ -1,0 +1,64 @@
+// The rest of the error matrix: 413 body too large, 429 with Retry-After when queues are
+// full (no request lost or left hanging), 503 with no live worker.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load-config.js";
+import { createRadixgate, type Radixgate } from "../../src/radixgate.js";
+import { TINY_MODEL } from "../helpers/server.js";
+
+let radixgate: Radixgate;
+let base: string;
+
+beforeAll(async () => {
+  const config = parseConfig({
+    server: { port: 0, logLevel: "warn", bodyLimitBytes: 64 * 1024, maxConcurrentRequests: 1000 },
+    models: [{ id: TINY_MODEL, source: "preset:tiny", workers: 1, slots: 1, contextSize: 2048 }],
+    scheduler: { policy: "preble", maxQueuePerWorker: 2 },
+  });
+  radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() });
+  base = await radixgate.listen();
+});
+
+afterAll(async () => {
+  await radixgate?.close();
+});
+
+async function post(body: unknown) {
+  const response = await fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  return { status: response.status, retryAfter: response.headers.get("retry-after"), body: (await response.json()) as { error?: { code: string; message: string; type: string } } };
+}
+
+describe("back-pressure and the rest of the error matrix", () => {
+  it("answers a body over server.bodyLimitBytes with 413", async () => {
+    const { status, body } = await post({ model: TINY_MODEL, messages: [{ role: "user", content: "x".repeat(100_000) }] });
+    expect(status).toBe(413);
+    expect(body.error).toMatchObject({ code: "body_too_large", type: "invalid_request_error" });
+  });
+
+  it("refuses a burst beyond the queue with 429 and Retry-After, and loses nothing", async () => {
+    // One slot and a queue of 2: at most 3 requests on the worker at once.
+    const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => post({ model: TINY_MODEL, messages: [{ role: "user", content: `burst ${i}` }], max_tokens: 300 })));
+    const ok = burst.filter((response) => response.status === 200);
+    const refused = burst.filter((response) => response.status === 429);
+    expect(ok.length + refused.length).toBe(10); // every request answered, none hanging
+    expect(ok.length).toBeGreaterThanOrEqual(3);
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    for (const response of refused) {
+      expect(response.retryAfter).toBe("1");
+      expect(response.body.error).toMatchObject({ code: "queue_full", type: "rate_limit_error" });
+      expect(response.body.error!.message).toMatch(/scheduler\.maxQueuePerWorker/);
+    }
+    const after = await post({ model: TINY_MODEL, messages: [{ role: "user", content: "after" }], max_tokens: 2 });
+    expect(after.status).toBe(200);
+  });
+
+  it("answers 503 with Retry-After when no worker of the model is alive, and recovers", async () => {
+    radixgate.scheduler.setAlive("w0", false);
+    const down = await post({ model: TINY_MODEL, messages: [{ role: "user", content: "anyone?" }], max_tokens: 2 });
+    expect(down.status).toBe(503);
+    expect(down.retryAfter).toBe("1");
+    expect(down.body.error).toMatchObject({ code: "no_live_worker", type: "service_unavailable_error" });
+    expect((await fetch(`${base}/ready`)).status).toBe(503);
+    radixgate.scheduler.setAlive("w0", true);
+    expect((await post({ model: TINY_MODEL, messages: [{ role: "user", content: "back" }], max_tokens: 2 })).status).toBe(200);
+  });
+});
