@@ -40,13 +40,12 @@ export const ResponseFormatSchema = Type.Object({
   ),
 });
 
-export const ChatCompletionRequestSchema = Type.Object({
+/** The sampling and streaming fields both endpoints take. */
+const GenerationFields = {
   model: Type.String({ minLength: 1 }),
-  messages: Type.Array(ChatMessageSchema, { minItems: 1 }),
   stream: Type.Optional(Nullable(Type.Boolean())),
   stream_options: Type.Optional(Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }))),
   max_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
-  max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
   temperature: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 2 }))),
   top_p: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 1 }))),
   seed: Type.Optional(Nullable(Type.Integer())),
@@ -56,6 +55,12 @@ export const ChatCompletionRequestSchema = Type.Object({
   presence_penalty: Penalty,
   frequency_penalty: Penalty,
   response_format: Type.Optional(Nullable(ResponseFormatSchema)),
+};
+
+export const ChatCompletionRequestSchema = Type.Object({
+  ...GenerationFields,
+  messages: Type.Array(ChatMessageSchema, { minItems: 1 }),
+  max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
 });
 
 export type ChatCompletionRequest = Static<typeof ChatCompletionRequestSchema>;
@@ -67,20 +72,8 @@ export type ResponseFormatRequest = Static<typeof ResponseFormatSchema>;
  * tells one token array from several prompts and names the exact element that is wrong.
  */
 export const CompletionRequestSchema = Type.Object({
-  model: Type.String({ minLength: 1 }),
+  ...GenerationFields,
   prompt: Type.Union([Type.String(), Type.Array(Type.Unknown())]),
-  stream: Type.Optional(Nullable(Type.Boolean())),
-  stream_options: Type.Optional(Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }))),
-  max_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
-  temperature: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 2 }))),
-  top_p: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 1 }))),
-  seed: Type.Optional(Nullable(Type.Integer())),
-  stop: Type.Optional(Nullable(Type.Union([Type.String(), Type.Array(Type.String(), { maxItems: 4 })]))),
-  user: Type.Optional(Type.String()),
-  n: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
-  presence_penalty: Penalty,
-  frequency_penalty: Penalty,
-  response_format: Type.Optional(Nullable(ResponseFormatSchema)),
 });
 
 export type CompletionRequest = Static<typeof CompletionRequestSchema>;

@@ -669,6 +669,22 @@ export class RadixTree {
     const now = this.clock.now();
     if (tokens.length === 0) return new InFlight(this, workerId, 0, ws, null, tokens);
     const path = this.ensurePath(tokens, tokens.length);
+    const { deepest, deepestHolder } = this.countRequest(path, workerId, now);
+    const last = path[path.length - 1]!;
+    path.length = 0;
+    if (deepest !== null && deepestHolder !== null && deepestHolder.heldChildren === 0) {
+      this.pushLeaf(ws, deepest, deepestHolder);
+      this.maybeCompact(ws);
+    }
+    return new InFlight(this, workerId, tokens.length, ws, last, tokens);
+  }
+
+  /**
+   * A request over `path` was placed on the worker: every node counts it in flight and records
+   * a hit where the worker caches it (cached nodes form a prefix of the path: caches are
+   * prefix-closed), and the cached ones are touched. Returns the deepest cached node.
+   */
+  private countRequest(path: readonly RadixNode[], workerId: WorkerId, now: number): { deepest: RadixNode | null; deepestHolder: Holder | null } {
     let deepest: RadixNode | null = null;
     let deepestHolder: Holder | null = null;
     for (let i = 0; i < path.length; i++) {
@@ -687,13 +703,7 @@ export class RadixTree {
       }
       node.record(now, h.cached);
     }
-    const last = path[path.length - 1]!;
-    path.length = 0;
-    if (deepest !== null && deepestHolder !== null && deepestHolder.heldChildren === 0) {
-      this.pushLeaf(ws, deepest, deepestHolder);
-      this.maybeCompact(ws);
-    }
-    return new InFlight(this, workerId, tokens.length, ws, last, tokens);
+    return { deepest, deepestHolder };
   }
 
   /**
@@ -716,24 +726,8 @@ export class RadixTree {
     const now = this.clock.now();
     const path = this.ensurePath(tokens, n, match);
     const last = path[path.length - 1]!;
-    // addInFlight: every node counts the request and records a hit where the worker caches
-    // it (cached nodes form a prefix of the path: caches are prefix-closed), then touches it.
-    let held = 0;
-    for (let i = 0; i < path.length; i++) {
-      const node = path[i]!;
-      let h = node.holder(workerId);
-      if (h === undefined) {
-        h = new Holder(workerId);
-        h.lastAccess = now;
-        node.holders.push(h);
-      }
-      h.inFlight++;
-      if (h.cached) {
-        h.lastAccess = now;
-        held = node.contextLength;
-      }
-      node.record(now, h.cached);
-    }
+    // addInFlight's part: every node counts the request, records a hit where the worker caches it.
+    const held = this.countRequest(path, workerId, now).deepest?.contextLength ?? 0;
     // addInFlight would push the deepest cached node as an LRU leaf here; insert below
     // either pushes that same entry again or gives the node a cached child, so it is left
     // out (heap entries only ever stand for a leaf at its last access time).

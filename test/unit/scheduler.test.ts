@@ -26,7 +26,8 @@ interface Harness {
 
 function harness(policy: PolicyName, workerIds = ["w0", "w1"], options: { capacityTokens?: number; slots?: number; modelId?: string } = {}): Harness {
   const clock = { t: 0 };
-  const scheduler = new GlobalScheduler(createPolicy(policy), { now: () => clock.t });
+  // Queues unbounded here: back-pressure has its own test below.
+  const scheduler = new GlobalScheduler(createPolicy(policy), { now: () => clock.t, maxQueuePerWorker: 10_000 });
   const slots = options.slots ?? 4;
   const nextSlot = new Map<string, number>();
   for (const id of workerIds) {
@@ -352,6 +353,20 @@ describe("cache-aware (SGLang's rule)", () => {
     const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(47, 10)], messageCount: 1 })!;
     expect(ticket.placement.reason).toBe("imbalanced");
     expect(ticket.workerId).not.toBe(holder);
+  });
+});
+
+describe("back-pressure", () => {
+  it("never places on a worker whose queue is full, and says when all are", () => {
+    const clock = { t: 0 };
+    const scheduler = new GlobalScheduler(createPolicy("least-load"), { now: () => clock.t, maxQueuePerWorker: 1 });
+    for (const id of ["w0", "w1"]) scheduler.addWorker({ id, modelId: "m", slots: 1, capacityTokens: 1e6, timeModel: new TimeModel(COEFFICIENTS) });
+    const placed = Array.from({ length: 4 }, (_, i) => scheduler.place(single(i))!.workerId);
+    expect(placed.sort()).toEqual(["w0", "w0", "w1", "w1"]); // 1 running + 1 waiting each
+    expect(scheduler.allQueuesFull("m")).toBe(true);
+    expect(scheduler.place(single(9))).toBeUndefined();
+    scheduler.setAlive("w1", false);
+    expect(scheduler.allQueuesFull("m")).toBe(true);
   });
 });
 
