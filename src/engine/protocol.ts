@@ -41,6 +41,8 @@ export interface LocalSchedulerSettings {
   priorityGroups: number;
   quotaPerGroup: number;
   chunkTokens: number;
+  /** A spilled state counts toward a request's hit ratio only if used within this many ms. */
+  hitRatioWindowMs: number;
 }
 
 export interface SamplingParams {

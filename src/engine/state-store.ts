@@ -59,10 +59,12 @@ export class StateStore {
     return this.entries.length;
   }
 
-  /** The entry sharing the longest prefix with `tokens` (and that length), if any. */
-  bestPrefix(tokens: TokenIds): { entry: StateEntry; length: number } | undefined {
+  /** The entry sharing the longest prefix with `tokens` (and that length), if any; optionally only entries used within `usedWithinMs`. */
+  bestPrefix(tokens: TokenIds, usedWithinMs = Infinity): { entry: StateEntry; length: number } | undefined {
     let best: { entry: StateEntry; length: number } | undefined;
+    const since = this.now() - usedWithinMs;
     for (const entry of this.entries) {
+      if (entry.lastUsedMs < since) continue;
       const length = commonPrefixLength(entry.tokens, tokens);
       if (length > 0 && (!best || length > best.length)) best = { entry, length };
     }

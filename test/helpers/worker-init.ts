@@ -11,7 +11,7 @@ export function workerInit(modelPath: string, overrides: Partial<WorkerInit> = {
     batchSize: 256,
     threads: 1,
     gpu: false,
-    local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 },
+    local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024, hitRatioWindowMs: 180_000 },
     spill: { budgetBytes: 64 * 1024 * 1024, minTokens: 16, recentMs: 600_000, dir: "" },
     ...overrides,
   };

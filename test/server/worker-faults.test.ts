@@ -81,6 +81,26 @@ describe("process isolation", () => {
   });
 });
 
+describe("a worker that dies while generating", () => {
+  it("answers the request it had started with a 500 naming the request id, nothing internal", async () => {
+    // Pinned requests are never placed again; this one is running on w1 when w1 dies.
+    const running = fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-radixgate-worker": "w1", "x-request-id": "req-doomed" },
+      body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "long" }], max_tokens: 1900 }),
+    });
+    await until(health, (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1);
+    process.kill(server.radixgate.fleet.get("w1")!.engine.pid!, "SIGKILL");
+    const response = await running;
+    expect(response.status).toBe(500);
+    const body = (await response.json()) as { error: { type: string; code: string; message: string } };
+    expect(body.error).toMatchObject({ type: "server_error", code: "worker_failed" });
+    expect(body.error.message).toMatch(/request req-doomed/);
+    expect(body.error.message).not.toMatch(/\.ts:|node_modules|\n\s+at /);
+    await until(health, (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
+  });
+});
+
 describe("per-request deadlines", () => {
   let strict: TestServer;
 

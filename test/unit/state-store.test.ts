@@ -1,0 +1,71 @@
+// The spilled-state store without llama.cpp: states are plain files here.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { StateMismatchError, StateStore } from "../../src/engine/state-store.js";
+
+const identity = { modelFingerprint: "100:abc", contextSize: 1024, slots: 2 };
+
+function store(budgetBytes: number, clock = { now: 0 }) {
+  const dir = mkdtempSync(join(tmpdir(), "radixgate-store-"));
+  return { store: new StateStore(join(dir, "w0"), identity, budgetBytes, () => clock.now), clock, dir };
+}
+
+const save = (bytes: number) => (file: string) => writeFile(file, Buffer.alloc(bytes));
+
+describe("StateStore", () => {
+  it("finds the entry sharing the longest prefix, and knows what it covers", async () => {
+    const { store: s } = store(1000);
+    await s.spill([1, 2, 3, 4], save(10));
+    await s.spill([1, 2, 9], save(10));
+    expect(s.bestPrefix([1, 2, 3, 4, 5])?.length).toBe(4);
+    expect(s.bestPrefix([1, 2, 9, 9])?.length).toBe(3);
+    expect(s.bestPrefix([7])).toBeUndefined();
+    expect(s.covers([1, 2, 3])).toBe(true);
+    expect(s.covers([1, 2, 3, 4, 5])).toBe(false);
+  });
+
+  it("keeps within its byte budget by dropping the least recently used state", async () => {
+    const { store: s, clock } = store(25);
+    clock.now = 1;
+    const a = await s.spill([1], save(10));
+    clock.now = 2;
+    await s.spill([2], save(10));
+    clock.now = 3;
+    s.touch(a!); // [1] is now the most recent
+    await s.spill([3], save(10)); // 30 > 25: [2] goes
+    expect(s.bytes).toBe(20);
+    expect(s.bestPrefix([2])).toBeUndefined();
+    expect(s.bestPrefix([1])?.length).toBe(1);
+    expect(await s.spill([4], save(100))).toBeUndefined(); // bigger than the whole budget: not kept
+    expect(s.size).toBe(2);
+  });
+
+  it("counts only recently used states when asked for a window", async () => {
+    const { store: s, clock } = store(1000);
+    clock.now = 1_000;
+    await s.spill([5, 6], save(1));
+    clock.now = 200_000;
+    expect(s.bestPrefix([5, 6], 180_000)).toBeUndefined();
+    expect(s.bestPrefix([5, 6])?.length).toBe(2);
+  });
+
+  it("adopts a state made for the same model and context, and refuses any other", async () => {
+    const { store: source } = store(1000);
+    const entry = await source.spill([1, 2, 3], save(8));
+    const { store: target, dir } = store(1000);
+    const exported = await source.export(entry!, join(dir, "copies"));
+    expect((await target.adopt(exported))?.tokens).toEqual([1, 2, 3]);
+
+    const other = new StateStore(join(dir, "other"), { ...identity, modelFingerprint: "100:def" }, 1000);
+    await expect(other.adopt(exported)).rejects.toThrow(StateMismatchError);
+    await expect(other.adopt(exported)).rejects.toThrow(/modelFingerprint "100:abc" != "100:def"/);
+    const smaller = new StateStore(join(dir, "small"), { ...identity, contextSize: 512 }, 1000);
+    await expect(smaller.adopt(exported)).rejects.toThrow(/contextSize 1024 != 512/);
+    const orphan = join(dir, "orphan.state");
+    writeFileSync(orphan, "x");
+    await expect(target.adopt(orphan)).rejects.toThrow(/identity file is missing/);
+  });
+});
