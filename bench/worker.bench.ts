@@ -143,7 +143,7 @@ try {
     batchSize: 512,
     threads: THREADS,
     gpu: false,
-    local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024 },
+    local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024, hitRatioWindowMs: 180_000 },
     // Evicted slot content is never saved (minTokens above any prompt), so no measured request
     // pays for saving another one's state; exports, imports and loads go through the store.
     spill: { budgetBytes: 2 * 1024 ** 3, minTokens: 1_000_000, recentMs: 600_000, dir },
