@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 import OpenAI from "openai";
 import { parseConfig } from "../src/config/load-config.js";
 import { createRadixgate } from "../src/radixgate.js";
+import { timedRequest, type Message } from "./live/live-bench.js";
 
 const { values } = parseArgs({
   options: {
@@ -35,23 +36,9 @@ const config = parseConfig({
 const radixgate = await createRadixgate({ config, path: "bench", dir: process.cwd() });
 const client = new OpenAI({ baseURL: `${await radixgate.listen()}/v1`, apiKey: "unused", maxRetries: 0 });
 
-type Message = { role: "system" | "user" | "assistant"; content: string };
-
 async function ttft(messages: Message[]): Promise<{ ms: number; promptTokens: number; cachedTokens: number; text: string }> {
-  const started = performance.now();
-  let firstAt: number | undefined;
-  let text = "";
-  let usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
-  const stream = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0, stream: true, stream_options: { include_usage: true } });
-  for await (const chunk of stream) {
-    const content = chunk.choices[0]?.delta.content;
-    if (content) {
-      firstAt ??= performance.now();
-      text += content;
-    }
-    if (chunk.usage) usage = chunk.usage;
-  }
-  return { ms: (firstAt ?? performance.now()) - started, promptTokens: usage?.prompt_tokens ?? 0, cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? 0, text };
+  const sample = await timedRequest(client, messages, 8, {}, MODEL);
+  return { ms: sample.ttftMs, promptTokens: sample.promptTokens, cachedTokens: sample.cachedTokens, text: sample.text };
 }
 
 /** About `tokens` prompt tokens of plain words (measured: these words average 1.6 tokens each). */

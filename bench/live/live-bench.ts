@@ -53,7 +53,7 @@ export interface ArmResult {
   trace: RequestSample[];
 }
 
-type Message = { role: "system" | "user" | "assistant"; content: string };
+export type Message = { role: "system" | "user" | "assistant"; content: string };
 
 const WORDS = ["the", "file", "list", "shows", "each", "tool", "and", "its", "size", "in", "bytes", "for", "this", "run", "call", "returns", "result", "agent"];
 
@@ -95,13 +95,20 @@ export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
   return results;
 }
 
-async function timedRequest(client: OpenAI, messages: Message[], maxTokens: number, headers: Record<string, string>): Promise<RequestSample & { text: string }> {
+/** One streamed chat request, timed by the client: TTFT = sent -> first content chunk. */
+export async function timedRequest(
+  client: OpenAI,
+  messages: Message[],
+  maxTokens: number,
+  headers: Record<string, string> = {},
+  model = "bench",
+): Promise<RequestSample & { text: string }> {
   const started = performance.now();
   let firstAt: number | undefined;
   let text = "";
   let usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
   const { data: stream, response } = await client.chat.completions
-    .create({ model: "bench", messages, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }, { headers })
+    .create({ model, messages, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }, { headers })
     .withResponse();
   for await (const chunk of stream) {
     const content = chunk.choices[0]?.delta.content;

@@ -5,6 +5,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
+import { until } from "../helpers/until.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfigFile } from "../../src/config/load-config.js";
 import { createRadixgate, type Radixgate } from "../../src/radixgate.js";
@@ -43,15 +44,6 @@ interface Health {
   policy: string;
   local: { priorityGroups: number; quotaPerGroup: number };
   config_error: string | null;
-}
-
-async function until<T>(probe: () => Promise<T>, accept: (value: T) => boolean, tries = 200): Promise<T> {
-  let value = await probe();
-  for (let i = 0; i < tries && !accept(value); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    value = await probe();
-  }
-  return value;
 }
 
 describe("API keys, readiness and models", () => {

@@ -1,5 +1,6 @@
 // A worker process killed with SIGKILL mid-run: no queued request is lost (they are placed
 // again on the live worker), the worker comes back, the server never stops answering.
+import { until } from "../helpers/until.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 
@@ -20,15 +21,6 @@ interface Health {
 
 async function health(): Promise<Health> {
   return (await (await fetch(server.baseURL.replace(/\/v1$/, "/health"))).json()) as Health;
-}
-
-async function until<T>(probe: () => Promise<T>, accept: (value: T) => boolean, tries = 400): Promise<T> {
-  let value = await probe();
-  for (let i = 0; i < tries && !accept(value); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    value = await probe();
-  }
-  return value;
 }
 
 describe("process isolation", () => {

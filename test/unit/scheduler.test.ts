@@ -152,6 +152,23 @@ describe("the field note's test shape (seed 000)", () => {
   }
 });
 
+describe("a short shared prefix is not a home", () => {
+  for (const name of ["shape", "affinity"] as const) {
+    it(`${name}: concurrent continuations that share only their first tokens still spread`, () => {
+      const { scheduler } = harness(name, ["w0", "w1"]);
+      // Every prompt starts with the same 8 "template" tokens, then its own 200; all in flight at once.
+      const template = tokens(3, 8);
+      const picks = Array.from({ length: 6 }, (_, i) => {
+        const request: PlacementRequest = { modelId: "m", tokens: [...template, ...tokens(400 + i, 200)], messageCount: 3 };
+        const ticket = scheduler.place(request)!;
+        scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: i % 4, tokens: request.tokens });
+        return ticket.workerId;
+      });
+      expect(picks.filter((pick) => pick === "w0")).toHaveLength(3);
+    });
+  }
+});
+
 describe("preble: E2", () => {
   it("exploits when the matched prefix is longer than the remainder, even on the busier worker", () => {
     const { scheduler, serve } = harness("preble", ["w0", "w1"]);

@@ -35,7 +35,8 @@ export class CacheAwarePolicy implements PlacementPolicy {
     if (maxLoad - minLoad > this.options.balanceAbsThreshold && maxLoad > this.options.balanceRelThreshold * minLoad) {
       return place(leastLoaded(candidates), "imbalanced");
     }
-    const holder = longestMatch(candidates);
+    // SGLang applies its own threshold (cacheThreshold) below.
+    const holder = longestMatch(candidates, request.tokens.length, 0);
     if (holder && holder.matchedTokens / Math.max(1, request.tokens.length) > this.options.cacheThreshold) {
       return place(holder, "cache-hit");
     }

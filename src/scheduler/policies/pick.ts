@@ -21,10 +21,18 @@ export function leastLoaded(candidates: readonly WorkerView[]): WorkerView | und
   return minBy(candidates, (worker) => worker.inFlight);
 }
 
-/** The candidate holding the longest prefix of the prompt (fewest in flight among equals); undefined when none holds any. */
-export function longestMatch(candidates: readonly WorkerView[]): WorkerView | undefined {
+/**
+ * The candidate holding the longest prefix of the prompt (fewest in flight among equals), when
+ * that prefix is at least `minFraction` of the prompt; else undefined. Every chat prompt starts
+ * with the same template tokens (and a trace's prompts may share one block): a match that
+ * short says nothing about where a conversation lives, and following it would pin every
+ * request to one worker (found by the simulator: shape and affinity put a whole agent-loop
+ * workload on one of 8 workers). Half the prompt is llama-server's slot similarity, 0.5.
+ */
+export function longestMatch(candidates: readonly WorkerView[], promptTokens: number, minFraction = 0.5): WorkerView | undefined {
   const best = minBy(candidates, (worker) => -worker.matchedTokens * 1e6 + worker.inFlight);
-  return best && best.matchedTokens > 0 ? best : undefined;
+  if (!best || best.matchedTokens === 0) return undefined;
+  return best.matchedTokens >= minFraction * promptTokens ? best : undefined;
 }
 
 /** A counter that spreads picks evenly, one per model. */

@@ -1,0 +1,225 @@
+// The simulator's command line: every policy side by side on simulated GPU fleets.
+//
+//   npx tsx bench/sim/run.ts [--workload toolbench-zipf,mooncake|all] [--workers 4[,2,8]]
+//     [--gpu a6000-mistral-7b|h100-llama3-70b|cpu] [--time-model FILE] [--policies preble,cache-aware,roundrobin,shape]
+//     [--loads 0.25,0.5,0.75,1] [--seed 1] [--salt N] [--requests N] [--slots N] [--capacity-tokens N]
+//     [--out DIR] [--per-request]
+//
+// Defaults: ToolBench-Zipf and Mooncake on 4 A6000 workers, policies preble, cache-aware,
+// roundrobin and shape, loads 0.25, 0.5, 0.75 and 1 (x r0, see bench/sim/workloads.ts), seed 1, a
+// fresh salt per run (DESIGN.md section 7). `--gpu cpu` simulates CPU workers as config.yml
+// sets them up, with the time model of `--time-model` (a calibration file from
+// models/.calibration/, or bare coefficients). `--requests` sets the sample size (sessions for
+// agent-loops, prompts per worker at load 1 for cold-burst). Writes DIR/sim.json, DIR/sim.md
+// and DIR/sim.<workload>-<gpu>-<N>w.svg (DIR: bench/results). A progress line per arm on stderr.
+import { execFileSync } from "node:child_process";
+import { randomInt } from "node:crypto";
+import { mkdirSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
+import { cpuSpec, gpuSpec, readTimeModelFile } from "./hardware.js";
+import { summarize } from "./metrics.js";
+import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
+import { simulate, type WorkerSpec } from "./simulator.js";
+import { atLoad, buildWorkload, DEFAULT_SIZES, isWorkloadName, WORKLOAD_NAMES, type WorkloadName, type WorkloadSample } from "./workloads.js";
+
+interface Args {
+  workloads: WorkloadName[];
+  workers: number[];
+  gpus: string[];
+  timeModel: string | undefined;
+  policies: string[];
+  loads: number[];
+  seed: number;
+  salt: number;
+  requests: number | undefined;
+  slots: number | undefined;
+  capacityTokens: number | undefined;
+  out: string;
+  perRequest: boolean;
+}
+
+const USAGE = `usage: npx tsx bench/sim/run.ts [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu a6000-mistral-7b|h100-llama3-70b|cpu] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--slots N] [--capacity-tokens N] [--out DIR] [--per-request]`;
+
+function parseArgs(argv: readonly string[]): Args {
+  const known = new Set(["--workload", "--workers", "--gpu", "--time-model", "--policies", "--loads", "--seed", "--salt", "--requests", "--slots", "--capacity-tokens", "--out"]);
+  const values = new Map<string, string>();
+  let perRequest = false;
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!;
+    if (flag === "--per-request") perRequest = true;
+    else if (flag === "--help" || flag === "-h") {
+      console.log(USAGE);
+      process.exit(0);
+    } else if (known.has(flag) && argv[i + 1] !== undefined) values.set(flag, argv[++i]!);
+    else throw new Error(`unknown or incomplete argument ${flag}\n${USAGE}`);
+  }
+  const list = (flag: string, fallback: string) => (values.get(flag) ?? fallback).split(",").map((item) => item.trim()).filter((item) => item !== "");
+  const positive = (flag: string, raw: string, integer: boolean) => {
+    const value = Number(raw);
+    if (!(value > 0) || (integer && !Number.isSafeInteger(value))) throw new Error(`${flag} needs ${integer ? "positive integers" : "positive numbers"}, got ${raw}`);
+    return value;
+  };
+  const optionalInt = (flag: string) => (values.has(flag) ? positive(flag, values.get(flag)!, true) : undefined);
+  const rawWorkloads = list("--workload", "toolbench-zipf,mooncake");
+  const workloads = rawWorkloads.includes("all") ? [...WORKLOAD_NAMES] : rawWorkloads;
+  for (const name of workloads) if (!isWorkloadName(name)) throw new Error(`unknown workload "${name}"; available: ${WORKLOAD_NAMES.join(", ")}, all`);
+  const policies = list("--policies", "preble,cache-aware,roundrobin,shape");
+  for (const name of policies) if (!isPolicyName(name)) throw new Error(`unknown policy "${name}"; available: ${POLICY_NAMES.join(", ")}`);
+  const gpus = list("--gpu", "a6000-mistral-7b");
+  if (gpus.includes("cpu") && !values.has("--time-model")) throw new Error("--gpu cpu needs --time-model FILE (a calibration file from models/.calibration/)");
+  const seedRaw = values.get("--seed") ?? "1";
+  const seed = Number(seedRaw);
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`--seed needs a non-negative integer, got ${seedRaw}`);
+  const saltRaw = values.get("--salt");
+  const salt = saltRaw === undefined ? randomInt(2 ** 31) : Number(saltRaw);
+  if (!Number.isSafeInteger(salt) || salt < 0) throw new Error(`--salt needs a non-negative integer, got ${saltRaw}`);
+  return {
+    workloads: workloads as WorkloadName[],
+    workers: list("--workers", "4").map((raw) => positive("--workers", raw, true)),
+    gpus,
+    timeModel: values.get("--time-model"),
+    policies,
+    loads: list("--loads", "0.25,0.5,0.75,1").map((raw) => positive("--loads", raw, false)),
+    seed,
+    salt,
+    requests: optionalInt("--requests"),
+    slots: optionalInt("--slots"),
+    capacityTokens: optionalInt("--capacity-tokens"),
+    out: values.get("--out") ?? fileURLToPath(new URL("../results/", import.meta.url)),
+    perRequest,
+  };
+}
+
+function specOf(gpu: string, args: Args): WorkerSpec {
+  const spec = gpu === "cpu" ? cpuSpec(readTimeModelFile(args.timeModel!)) : gpuSpec(gpu);
+  return { ...spec, ...(args.slots !== undefined ? { slots: args.slots } : {}), ...(args.capacityTokens !== undefined ? { capacityTokens: args.capacityTokens } : {}) };
+}
+
+function gitCommit(): string {
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    const changed = execFileSync("git", ["status", "--porcelain", "--", "src/scheduler", "src/common", "bench/sim", "bench/workloads"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+      .split("\n")
+      .map((line) => line.slice(3).trim())
+      .filter((line) => line !== "");
+    return changed.length === 0 ? commit : `${commit} + uncommitted changes to ${changed.join(", ")}`;
+  } catch {
+    return "unknown";
+  }
+}
+
+function commandLine(): string {
+  const script = process.argv[1]?.replace(`${process.cwd()}/`, "") ?? "bench/sim/run.ts";
+  return ["npx tsx", script, ...process.argv.slice(2)].join(" ");
+}
+
+const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const started = performance.now();
+  const cpus = os.cpus();
+  const machine = `${cpus[0]?.model ?? "unknown CPU"} x ${cpus.length}`;
+  const maxLoad = Math.max(...args.loads);
+  const total = args.workloads.length * args.gpus.length * args.workers.length * args.loads.length * args.policies.length;
+  process.stderr.write(`sim: ${machine}, Node ${process.version}, seed ${args.seed}, salt ${args.salt}; ${total} arms\n`);
+  const arms: ArmRecord[] = [];
+  const hardware: Record<string, WorkerSpec> = {};
+  const workloadInfo: SimReport["workloads"] = {};
+  let done = 0;
+  for (const name of args.workloads) {
+    for (const gpu of args.gpus) {
+      const spec = specOf(gpu, args);
+      hardware[gpu] = spec;
+      for (const workers of args.workers) {
+        const size = args.requests ?? DEFAULT_SIZES[name];
+        const sample: WorkloadSample = buildWorkload(name, { seed: args.seed, salt: args.salt, size, workers, maxLoad });
+        workloadInfo[name] = { describe: sample.describe, requests: sample.requests.length, kind: sample.kind };
+        for (const load of args.loads) {
+          const loaded = atLoad(sample, load, spec, workers, size);
+          for (const policy of args.policies) {
+            const label = `${name} ${workers}x${gpu} load ${load} ${policy}`;
+            const armStarted = performance.now();
+            const result = await simulate({
+              policy,
+              workers,
+              spec,
+              requests: loaded.requests,
+              progressEvery: Math.max(100, Math.ceil(loaded.requests.length / 4)),
+              // Within an arm, only when it runs long.
+              onProgress: (completed, all, simulatedMs) => {
+                if (performance.now() - armStarted > 5000) process.stderr.write(`  [${done + 1}/${total}] ${label}: ${completed}/${all} done, ${fmt(simulatedMs / 1000)} s simulated\n`);
+              },
+            });
+            const summary = summarize(result);
+            const wallS = (performance.now() - armStarted) / 1000;
+            arms.push({
+              workload: name,
+              gpu,
+              workers,
+              load,
+              ratePerS: loaded.ratePerS,
+              r0PerS: loaded.r0PerS,
+              timeScale: loaded.timeScale,
+              policy,
+              summary,
+              wallS,
+              ...(args.perRequest ? { cachedFractions: result.records.map((record) => Math.round(record.cachedFraction * 1000) / 1000) } : {}),
+            });
+            done++;
+            process.stderr.write(
+              `[${done}/${total}] ${label}: n=${summary.n}${summary.refused ? ` (+${summary.refused} refused)` : ""}, TTFT mean ${fmt(summary.ttftMs.mean)} ms p99 ${fmt(summary.ttftMs.p99)} ms, ` +
+                `E2E mean ${fmt(summary.e2eMs.mean)} ms p99 ${fmt(summary.e2eMs.p99)} ms, cached ${(summary.cached.meanFraction * 100).toFixed(0)}%, ${fmt(wallS, 1)} s\n`,
+            );
+          }
+        }
+      }
+    }
+  }
+  const report: SimReport = {
+    benchmark: "sim",
+    date: new Date().toISOString(),
+    machine,
+    node: process.version,
+    commit: gitCommit(),
+    command: commandLine(),
+    seed: args.seed,
+    salt: args.salt,
+    settings: {
+      workloads: args.workloads,
+      gpus: args.gpus,
+      workers: args.workers,
+      policies: args.policies,
+      loads: args.loads,
+      sizes: Object.fromEntries(args.workloads.map((name) => [name, args.requests ?? DEFAULT_SIZES[name]])),
+    },
+    hardware,
+    workloads: workloadInfo,
+    arms,
+    headline: headlines(arms),
+    totalSeconds: (performance.now() - started) / 1000,
+  };
+  mkdirSync(args.out, { recursive: true });
+  writeFileSync(join(args.out, "sim.json"), `${JSON.stringify(report, (_key, value: unknown) => (value === Infinity ? "Infinity" : value), 2)}\n`);
+  writeFileSync(join(args.out, "sim.md"), markdown(report));
+  const fleets = new Map<string, ArmRecord[]>();
+  for (const arm of arms) {
+    const file = chartFile(arm.workload, arm.gpu, arm.workers);
+    fleets.set(file, [...(fleets.get(file) ?? []), arm]);
+  }
+  for (const [file, fleetArms] of fleets) writeFileSync(join(args.out, file), svgChart(fleetArms));
+  process.stderr.write(`wrote ${join(args.out, "sim.json")}, sim.md and ${fleets.size} chart(s) (${fmt(report.totalSeconds)} s)\n`);
+  for (const h of report.headline) {
+    const rr = h.ratios.vsRoundrobin;
+    const ca = h.ratios.vsCacheAware;
+    console.log(
+      `${h.workload} ${h.workers}x${h.gpu} load ${h.load}: preble/roundrobin mean E2E ${rr?.meanE2e.toFixed(2) ?? "-"}, TTFT ${rr?.meanTtft.toFixed(2) ?? "-"}; ` +
+        `preble/cache-aware mean E2E ${ca?.meanE2e.toFixed(2) ?? "-"}, TTFT ${ca?.meanTtft.toFixed(2) ?? "-"}; p99 E2E vs rr ${rr?.p99E2e.toFixed(2) ?? "-"}, vs ca ${ca?.p99E2e.toFixed(2) ?? "-"}`,
+    );
+  }
+}
+
+await main();

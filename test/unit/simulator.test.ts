@@ -1,0 +1,154 @@
+// The discrete-event simulator (bench/sim/): hand-computed schedules on tiny cases, determinism,
+// per-request verdicts, and the field note's spread-vs-pin difference on an agent loop.
+import { describe, expect, it } from "vitest";
+import { summarize } from "../../bench/sim/metrics.js";
+import { simulate, type SimOptions, type WorkerSpec } from "../../bench/sim/simulator.js";
+import { atLoad, buildWorkload } from "../../bench/sim/workloads.js";
+import type { WorkloadRequest } from "../../bench/workloads/tokens.js";
+import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";
+
+/** A linear card: prefill 1 ms per evaluated token, nothing fixed; a decode step 10 ms whatever the batch. */
+const LINEAR: TimeModelCoefficients = {
+  base: 0,
+  perExtend: 1,
+  perContext: 0,
+  perExtendContext: 0,
+  decodeBase: 10,
+  decodePerContext: 0,
+  copyBase: 0,
+  copyPerToken: 0,
+};
+
+const TINY: WorkerSpec = { timeModel: LINEAR, slots: 2, capacityTokens: 100_000, batchTokens: 10_000, chunkTokens: 1000, priorityGroups: 10, quotaPerGroup: 10 };
+
+function ids(seed: number, length: number): number[] {
+  return Array.from({ length }, (_, i) => 1 + ((seed * 7919 + i * 104_729) % 30_000));
+}
+
+function request(index: number, arrivalMs: number, tokens: number[], outputTokens: number, extra: Partial<WorkloadRequest> = {}): WorkloadRequest {
+  return { index, arrivalMs, tokens, outputTokens, group: index, ...extra };
+}
+
+const run = (requests: WorkloadRequest[], policy = "roundrobin", options: Partial<SimOptions> = {}) => simulate({ policy, workers: 2, spec: TINY, requests, ...options });
+
+describe("simulator: hand-computed schedules (two workers, three requests, linear card)", () => {
+  it("continuous batching: a late request's prefill shares a step with a running request's decode", async () => {
+    const a = ids(1, 100);
+    const requests = [request(0, 0, a, 3), request(1, 0, ids(2, 200), 2), request(2, 50, [...a, ...ids(3, 50)], 1)];
+    // roundrobin: A -> w0, B -> w1, C -> w0.
+    // w0: step 1 [0, 100): A's prefill, 100 tokens x 1 ms. A's first token at 100 (TTFT 100).
+    //     C arrives at 50 and takes w0's other slot: A's slot is busy, so nothing is shared (cached 0).
+    //     step 2 [100, 260): A decodes one token (10 ms) + C's prefill, 150 tokens (150 ms) = 160 ms.
+    //       C's first (and only) token at 260: TTFT = E2E = 260 - 50 = 210. A has 2 tokens.
+    //     step 3 [260, 270): A's last token. A: E2E 270.
+    // w1: step 1 [0, 200): B's prefill (TTFT 200); step 2 [200, 210): its second token: E2E 210.
+    const result = await run(requests);
+    const byIndex = result.records.map((r) => ({ worker: r.workerId, ttft: r.ttftMs, e2e: r.e2eMs, cached: r.cachedTokens }));
+    expect(byIndex).toEqual([
+      { worker: "w0", ttft: 100, e2e: 270, cached: 0 },
+      { worker: "w1", ttft: 200, e2e: 210, cached: 0 },
+      { worker: "w0", ttft: 210, e2e: 210, cached: 0 },
+    ]);
+    expect(result.workers.map((w) => w.busyMs)).toEqual([270, 210]);
+    expect(result.workers.map((w) => w.steps)).toEqual([3, 2]);
+    expect(result.endMs).toBe(270);
+  });
+
+  it("prefix reuse: a later request on the same worker evaluates only its new suffix", async () => {
+    const a = ids(1, 100);
+    const requests = [request(0, 0, a, 3), request(1, 0, ids(2, 200), 2), request(2, 350, [...a, ...ids(3, 50)], 1)];
+    // A: w0, TTFT 100, tokens 2 and 3 at 110 and 120: E2E 120. B: w1, TTFT 200, E2E 210.
+    // C -> w0 at 350: A's idle slot holds A's 100 tokens, C's first 100: the LocalScheduler gives
+    //   C that slot, 100 tokens are cached and 50 evaluated: 50 ms. TTFT = E2E = 50, cached 100/150.
+    const result = await run(requests);
+    expect(result.records.map((r) => [r.workerId, r.ttftMs, r.e2eMs, r.cachedTokens])).toEqual([
+      ["w0", 100, 120, 0],
+      ["w1", 200, 210, 0],
+      ["w0", 50, 50, 100],
+    ]);
+    expect(result.records[2]!.cachedFraction).toBeCloseTo(100 / 150, 12);
+    expect(result.workers.map((w) => w.prefillTokens)).toEqual([150, 200]);
+  });
+
+  it("at most prompt - 1 tokens are reused: the last prompt token is always evaluated", async () => {
+    const a = ids(4, 100);
+    const result = await run([request(0, 0, a, 1), request(1, 0, ids(5, 10), 1), request(2, 500, a, 1)]);
+    // The same 100-token prompt again on w0: 99 cached, 1 evaluated (1 ms).
+    expect(result.records[2]).toMatchObject({ workerId: "w0", cachedTokens: 99, ttftMs: 1 });
+  });
+});
+
+describe("simulator: agent loops, spread vs pin (seed 000)", () => {
+  // Turn 2 re-sends turn 1 (500 tokens) and adds 100: it comes 100 ms after turn 1's response.
+  const first = ids(6, 500);
+  const loop = [
+    request(0, 0, first, 4, { messageCount: 2, session: 0 }),
+    request(1, 0, [...first, ...ids(7, 100)], 4, { messageCount: 4, session: 0, after: 0, thinkMs: 100 }),
+  ];
+
+  it("roundrobin sends the second turn to the other worker, which recomputes everything; affinity pins it and reuses the history", async () => {
+    const spread = await run(loop, "roundrobin");
+    const pinned = await run(loop, "affinity");
+    // Turn 1 alone: 500 ms prefill + 3 decode steps of 10 ms.
+    expect(spread.records[0]).toMatchObject({ ttftMs: 500, e2eMs: 530 });
+    expect(pinned.records[0]).toMatchObject({ ttftMs: 500, e2eMs: 530 });
+    // Turn 2 arrives at 530 + 100 = 630.
+    expect(spread.records[1]).toMatchObject({ arrivalMs: 630, workerId: "w1", cachedTokens: 0, ttftMs: 600, e2eMs: 630 });
+    expect(pinned.records[1]).toMatchObject({ arrivalMs: 630, workerId: "w0", cachedTokens: 500, ttftMs: 100, e2eMs: 130 });
+    expect(pinned.records[1]!.cachedFraction).toBeCloseTo(500 / 600, 12);
+    expect(spread.records[1]!.cachedFraction).toBe(0);
+  });
+});
+
+describe("simulator: determinism and per-request verdicts", () => {
+  const spec: WorkerSpec = { ...TINY, timeModel: { ...LINEAR, perExtend: 0.05, decodeBase: 2, decodePerContext: 1e-4, base: 0.5 }, slots: 8, capacityTokens: 40_000 };
+  const sample = buildWorkload("toolbench-zipf", { seed: 3, salt: 17, size: 150, workers: 3, maxLoad: 1 });
+  const { requests } = atLoad(sample, 0.8, spec, 3, 150);
+
+  it("is deterministic for a seed: the same records twice, for every policy", async () => {
+    for (const policy of ["preble", "cache-aware", "roundrobin", "shape"]) {
+      const a = await simulate({ policy, workers: 3, spec, requests });
+      const b = await simulate({ policy, workers: 3, spec, requests });
+      expect(a.records).toEqual(b.records);
+      expect(a.workers).toEqual(b.workers);
+      expect(a.records).toHaveLength(150);
+    }
+  });
+
+  it("reports each request's own cached fraction, and the summary's histogram covers every request", async () => {
+    const result = await simulate({ policy: "preble", workers: 3, spec, requests });
+    for (const record of result.records) {
+      expect(record.cachedFraction).toBe(record.cachedTokens / record.promptTokens);
+      expect(record.cachedTokens).toBeLessThan(record.promptTokens);
+      expect(record.ttftMs).toBeGreaterThan(0);
+      expect(record.e2eMs).toBeGreaterThanOrEqual(record.ttftMs);
+    }
+    // Zipf-shared tool prefixes: some requests find theirs cached.
+    expect(result.records.some((record) => record.cachedFraction > 0.5)).toBe(true);
+    const summary = summarize(result);
+    expect(summary.n).toBe(150);
+    expect(summary.cached.histogram.reduce((sum, count) => sum + count, 0)).toBe(150);
+    expect(summary.workers).toHaveLength(3);
+    for (const worker of summary.workers) expect(worker.utilisation).toBeLessThanOrEqual(1 + 1e-9);
+    expect(summary.imbalance.busyMaxOverMean).toBeGreaterThanOrEqual(1);
+  });
+
+  it("keeps within the card's KV: a small card evicts and still serves every request", async () => {
+    const small: WorkerSpec = { ...spec, capacityTokens: 6_000 };
+    const result = await simulate({ policy: "roundrobin", workers: 3, spec: small, requests });
+    expect(result.records.length + result.refused.length).toBe(150);
+    expect(result.workers.reduce((sum, w) => sum + w.evictions, 0)).toBeGreaterThan(0);
+  });
+
+  it("refuses a request larger than a card, and the turns after it still come", async () => {
+    const tiny: WorkerSpec = { ...TINY, capacityTokens: 300 };
+    const result = await simulate({
+      policy: "roundrobin",
+      workers: 2,
+      spec: tiny,
+      requests: [request(0, 0, ids(8, 400), 1), request(1, 0, ids(9, 50), 1, { after: 0, thinkMs: 5 })],
+    });
+    expect(result.refused).toEqual([0]);
+    expect(result.records.map((r) => [r.index, r.arrivalMs])).toEqual([[1, 5]]);
+  });
+});
