@@ -4,15 +4,26 @@
 //       each warm turn (turn >= 2), per request, from its own stream;
 //   (b) cold burst: N distinct prompts at once; verdict = the time until the last is done;
 //   (c) trace replay: a ToolBench-like Zipf mix of shared prefixes, requests sent with their
-//       (scaled) arrival gaps; verdict = TTFT and latency per request and cached fraction.
+//       (scaled) arrival gaps; verdict = TTFT and latency per request and cached fraction;
+//   (d) optional, `replay`: a request list from a bench/workloads generator (replay.ts), sent
+//       as /v1/completions token prompts at its own arrival times, so that the simulator can
+//       run exactly the same list (sim-vs-live.ts); per-request TTFT, latency, cached tokens.
 // Two reference arms bracket the policies: `pinned` (every request on worker w0, through
 // the x-radixgate-worker header) and `spread` (roundrobin). Every run salts its prompts with
 // a unique first line, so nothing is cached from an earlier run.
 import { randomUUID } from "node:crypto";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { parseConfig } from "../../src/config/load-config.js";
-import { createRadixgate } from "../../src/radixgate.js";
+import type { Config } from "../../src/config/schema.js";
+import { calibrationCachePath, calibrationIdentity, DEFAULT_CALIBRATION_DIR } from "../../src/engine/calibration.js";
+import { createRadixgate, type Radixgate } from "../../src/radixgate.js";
 import { mulberry32 } from "../../src/common/random.js";
+import type { ReplayRequest } from "./replay.js";
+
+/** The parts of a live run: (a) agent loop, (b) cold burst, (c) trace, (d) replay of a given list. */
+export type LivePart = "agent" | "burst" | "trace" | "replay";
 
 export interface LiveOptions {
   preset: "tiny" | "bench";
@@ -33,6 +44,10 @@ export interface LiveOptions {
   traceGapMs: number;
   maxTokens: number;
   seed: number;
+  /** Parts to run, in this order; default agent, burst, trace (and replay when `replay` is given). */
+  parts?: LivePart[];
+  /** Part (d): the requests to replay (replay.ts); every arm replays the same list. */
+  replay?: readonly ReplayRequest[];
   onProgress?: (line: string) => void;
 }
 
@@ -44,6 +59,14 @@ export interface RequestSample {
   worker: string;
 }
 
+/** One replayed request: its own verdict, and when it was really sent. */
+export interface ReplaySample extends RequestSample {
+  index: number;
+  /** When the client sent it, ms from the replay's start (its arrivalMs plus the timer's lateness). */
+  sentMs: number;
+  completionTokens: number;
+}
+
 export interface ArmResult {
   arm: string;
   agentWarmTurns: RequestSample[];
@@ -51,6 +74,9 @@ export interface ArmResult {
   burstMs: number;
   burst: RequestSample[];
   trace: RequestSample[];
+  replay: ReplaySample[];
+  /** The calibration cache file the server's time models came from (worker w0's identity), and whether it existed before this server started. */
+  calibration: { path: string; existedBefore: boolean };
 }
 
 export type Message = { role: "system" | "user" | "assistant"; content: string };
@@ -61,15 +87,23 @@ function words(count: number, random: () => number): string {
   return Array.from({ length: count }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" ");
 }
 
+/** The server of one arm: `pinned` and `spread` run roundrobin (pinned sends x-radixgate-worker: w0). */
+export function liveConfig(options: Pick<LiveOptions, "preset" | "workers" | "threads">, arm: string): Config {
+  const policy = arm === "pinned" ? "roundrobin" : arm === "spread" ? "roundrobin" : arm;
+  return parseConfig({
+    server: { port: 0, logLevel: "warn" },
+    models: [{ id: "bench", source: `preset:${options.preset}`, workers: options.workers, slots: 4, contextSize: 8192, threads: options.threads, isolation: "thread" }],
+    scheduler: { policy },
+  });
+}
+
 export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
+  const parts = options.parts ?? (options.replay ? ["agent", "burst", "trace", "replay"] : ["agent", "burst", "trace"]);
+  if (parts.includes("replay") && !options.replay) throw new Error("runLiveBench: part \"replay\" needs options.replay");
   const results: ArmResult[] = [];
   for (const arm of options.arms) {
-    const policy = arm === "pinned" ? "roundrobin" : arm === "spread" ? "roundrobin" : arm;
-    const config = parseConfig({
-      server: { port: 0, logLevel: "warn" },
-      models: [{ id: "bench", source: `preset:${options.preset}`, workers: options.workers, slots: 4, contextSize: 8192, threads: options.threads, isolation: "thread" }],
-      scheduler: { policy },
-    });
+    const config = liveConfig(options, arm);
+    const calibrationBefore = existingCalibrations();
     const radixgate = await createRadixgate({ config, path: "bench", dir: process.cwd() });
     try {
       const client = new OpenAI({ baseURL: `${await radixgate.listen()}/v1`, apiKey: "unused", maxRetries: 0 });
@@ -77,22 +111,100 @@ export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
       const salt = `run ${randomUUID()}`;
       const random = mulberry32(options.seed);
       const send = (messages: Message[]) => timedRequest(client, messages, options.maxTokens, headers);
-      options.onProgress?.(`${arm}: agent loop`);
-      const agent = await agentLoop(send, salt, random, options);
-      options.onProgress?.(`${arm}: cold burst of ${options.burstRequests}`);
-      const burstStarted = performance.now();
-      const burst = await Promise.all(
-        Array.from({ length: options.burstRequests }, (_, i) => send([{ role: "user", content: `${salt} burst ${i}\n${words(options.burstPromptWords, random)}` }])),
-      );
-      const burstMs = performance.now() - burstStarted;
-      options.onProgress?.(`${arm}: trace replay of ${options.traceRequests}`);
-      const trace = await traceReplay(send, salt, random, options);
-      results.push({ arm, agentWarmTurns: agent.warm, agentColdTurns: agent.cold, burstMs, burst, trace });
+      const result: ArmResult = { arm, agentWarmTurns: [], agentColdTurns: [], burstMs: Number.NaN, burst: [], trace: [], replay: [], calibration: await calibrationOf(radixgate, calibrationBefore) };
+      for (const part of parts) {
+        switch (part) {
+          case "agent": {
+            options.onProgress?.(`${arm}: agent loop`);
+            const agent = await agentLoop(send, salt, random, options);
+            result.agentWarmTurns = agent.warm;
+            result.agentColdTurns = agent.cold;
+            break;
+          }
+          case "burst": {
+            options.onProgress?.(`${arm}: cold burst of ${options.burstRequests}`);
+            const burstStarted = performance.now();
+            result.burst = await Promise.all(
+              Array.from({ length: options.burstRequests }, (_, i) => send([{ role: "user", content: `${salt} burst ${i}\n${words(options.burstPromptWords, random)}` }])),
+            );
+            result.burstMs = performance.now() - burstStarted;
+            break;
+          }
+          case "trace":
+            options.onProgress?.(`${arm}: trace replay of ${options.traceRequests}`);
+            result.trace = await traceReplay(send, salt, random, options);
+            break;
+          case "replay":
+            // No warm-up request first: it would leave a used slot behind, which the simulated
+            // workers (starting empty) do not have; the first evaluation's one-off cost
+            // (tens of ms once per worker) stays in the live numbers.
+            options.onProgress?.(`${arm}: replay of ${options.replay!.length} requests`);
+            result.replay = await replayRequests(client, options.replay!, headers);
+            break;
+          default:
+            part satisfies never;
+        }
+      }
+      results.push(result);
     } finally {
       await radixgate.close();
     }
   }
   return results;
+}
+
+function existingCalibrations(): Set<string> {
+  const dir = DEFAULT_CALIBRATION_DIR;
+  return new Set(existsSync(dir) ? readdirSync(dir).map((name) => join(dir, name)) : []);
+}
+
+/** The calibration cache file the server's first worker maps to (the other workers are identical and hit the same file). */
+async function calibrationOf(radixgate: Radixgate, before: ReadonlySet<string>): Promise<ArmResult["calibration"]> {
+  const engine = radixgate.fleet.workers[0]!.engine;
+  const path = calibrationCachePath(await calibrationIdentity(engine.init, engine.info!));
+  return { path, existedBefore: before.has(path) };
+}
+
+/** Sends every request at its own arrivalMs (from one start, so timer lateness does not add up) and waits for all. */
+export async function replayRequests(client: OpenAI, requests: readonly ReplayRequest[], headers: Record<string, string> = {}, model = "bench"): Promise<ReplaySample[]> {
+  const started = performance.now();
+  const pending: Promise<ReplaySample>[] = [];
+  for (const request of requests) {
+    const wait = started + request.arrivalMs - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    const sentMs = performance.now() - started;
+    pending.push(timedCompletion(client, request.tokens, request.maxTokens, headers, model).then((sample) => ({ index: request.index, sentMs, ...sample })));
+  }
+  return Promise.all(pending);
+}
+
+/** One streamed /v1/completions request with a token prompt, timed by the client: TTFT = sent -> first text chunk. */
+export async function timedCompletion(
+  client: OpenAI,
+  prompt: number[],
+  maxTokens: number,
+  headers: Record<string, string> = {},
+  model = "bench",
+): Promise<RequestSample & { completionTokens: number }> {
+  const started = performance.now();
+  let firstAt: number | undefined;
+  let usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
+  const { data: stream, response } = await client.completions
+    .create({ model, prompt, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }, { headers })
+    .withResponse();
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.text) firstAt ??= performance.now();
+    if (chunk.usage) usage = chunk.usage as typeof usage;
+  }
+  const done = performance.now();
+  return {
+    ttftMs: (firstAt ?? done) - started,
+    totalMs: done - started,
+    promptTokens: usage?.prompt_tokens ?? 0,
+    cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
+    completionTokens: usage?.completion_tokens ?? 0,
+    worker: response.headers.get("x-radixgate-worker") ?? "?",
+  };
 }
 
 /** One streamed chat request, timed by the client: TTFT = sent -> first content chunk. */

@@ -11,13 +11,15 @@
 //     differ in speed only. --capacity-tokens and --slots override both.
 //   cpu: what config.yml gives a CPU worker: slots x contextSize, and no sequence longer than
 //     contextSize (llama.cpp gives every sequence its own cells; the host refuses longer ones).
+//     Decode cost per sequence, not per step (a CPU decode is compute-bound); the state store
+//     and node-llama-cpp's context lock only when asked for (bench/live/compare.ts does).
 // Slots (sequences run at once): 64 per GPU card (llama.cpp's -np; the project's schema
 // allows up to 256), 4 on CPU (config.yml). Batch: 2048 tokens per forward pass on a GPU
 // (so a full decode batch plus the 1024-token prefill chunk fits), config.yml's 512 on CPU.
 // Chunk and local scheduler: Preble's 1024 tokens, P = 10, k = 10 (config.yml's defaults).
 import { readFileSync } from "node:fs";
 import { TIME_MODEL_PRESETS, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
-import type { WorkerSpec } from "./simulator.js";
+import type { SpillSpec, WorkerSpec } from "./simulator.js";
 
 const LOCAL = { chunkTokens: 1024, priorityGroups: 10, quotaPerGroup: 10 } as const;
 
@@ -29,11 +31,37 @@ export function gpuSpec(name: string): WorkerSpec {
   return { timeModel, slots: 256, capacityTokens: 200_000, batchTokens: 2048, ...LOCAL };
 }
 
-/** A CPU worker as config.yml sets one up, with a calibrated time model. */
-export function cpuSpec(timeModel: TimeModelCoefficients, options: { slots?: number; contextSize?: number; batchTokens?: number } = {}): WorkerSpec {
+/**
+ * A CPU worker as config.yml sets one up, with a calibrated time model: every decoding sequence
+ * pays its own decode cost (a CPU decode is compute-bound: see simulator.ts), and, when given,
+ * the worker's state store and node-llama-cpp's context lock.
+ */
+export function cpuSpec(
+  timeModel: TimeModelCoefficients,
+  options: { slots?: number; contextSize?: number; batchTokens?: number; spill?: SpillSpec; contextLock?: boolean } = {},
+): WorkerSpec {
   const slots = options.slots ?? 4;
   const contextSize = options.contextSize ?? 4096;
-  return { timeModel, slots, capacityTokens: slots * contextSize, maxSequenceTokens: contextSize, batchTokens: options.batchTokens ?? 512, ...LOCAL };
+  return {
+    timeModel,
+    slots,
+    capacityTokens: slots * contextSize,
+    maxSequenceTokens: contextSize,
+    batchTokens: options.batchTokens ?? 512,
+    ...LOCAL,
+    decodeBatching: "per-sequence",
+    ...(options.spill ? { spill: options.spill } : {}),
+    ...(options.contextLock ? { contextLock: true } : {}),
+  };
+}
+
+/**
+ * KV bytes per token of a llama model with an F16 KV cache (node-llama-cpp's default): K and V
+ * of every layer, nHeadKv heads of nEmbd / nHead each, 2 bytes a value. The `bench` preset:
+ * 8 x 2 x 4 x 64 x 2 = 8 KiB. A saved state holds a little more (its header, the logits).
+ */
+export function kvBytesPerToken(model: { nLayer: number; nEmbd: number; nHead: number; nHeadKv: number }): number {
+  return model.nLayer * 2 * model.nHeadKv * (model.nEmbd / model.nHead) * 2;
 }
 
 const COEFFICIENT_KEYS = ["base", "perExtend", "perContext", "perExtendContext", "decodeBase", "decodePerContext", "copyBase", "copyPerToken"] as const;

@@ -12,7 +12,11 @@
 //     + decodeMsPerToken(sum of the decoding requests' contexts)   (when any decodes)
 //   i.e. one fixed cost per forward pass, the prefill terms of every chunk, and one decode
 //   pass whose weight reading (decodeBase) is shared by the batch while each sequence adds
-//   its attention reads (decodePerContext x its context).
+//   its attention reads (decodePerContext x its context). On a CPU (`decodeBatching:
+//   "per-sequence"`) the decode pass is compute-bound, not bound by reading the weights, and
+//   every decoding sequence pays the whole decodeMsPerToken(its context): measured on the
+//   `bench` model, 1 thread, 3 sequences decoding together take 12.2 ms a step, 3 x the 4.1 ms
+//   of one alone.
 // - A request's first token comes at the end of the step that finishes its prefill (TTFT),
 //   and each later step adds one token until it has its output (end-to-end latency).
 // - KV capacity per card, in tokens, one pool for every slot (no sharing between slots: as
@@ -40,6 +44,29 @@
 //   holds the prefix; the LocalScheduler sees it through `spilledPrefix`, and taking a slot
 //   loads it when it is longer than what the slot shares. A copy whose source does not hold
 //   the prefix in an idle slot fails at once, as the real export does.
+// - The state store (optional, `spec.spill`: the real worker's src/engine/state-store.ts,
+//   config.yml `spill`): before a request runs in a slot, what the slot is about to lose (the
+//   part of its content past the prefix it shares with the prompt) is saved to host memory
+//   when it is at least minTokens long and no stored state covers it; then the stored state
+//   sharing the longest prefix with the prompt is loaded into the slot when that prefix is at
+//   least minRestoreGain tokens longer than what the slot shares (src/engine/worker-engine.ts,
+//   reuseSpilledState). A save and a load each take half of the time model's copyMs (which is
+//   fitted to save + load), before the request's prefill, as the real worker awaits them. LRU
+//   past budgetTokens. With a store, copied-in prefixes are stored states too (the real worker
+//   adopts them into its store), matched by their longest common prefix, and a copy's source
+//   may export from its store. (Not modelled: the store's recency windows, recentMs and
+//   hitRatioWindowMs, minutes by default, longer than a replay.)
+// - node-llama-cpp's context lock (optional, `spec.contextLock`, off by default: it models a
+//   stall of the real worker, not a property of the card). A request taking a slot that holds
+//   something (its stale tail must be erased), or saving or loading a stored state, needs the
+//   context's lock; node-llama-cpp's batch loop holds that lock for as long as any sequence
+//   keeps queueing tokens, so such a request waits until its worker runs nothing at all, then
+//   the waiting requests take the lock in turn (their saves and loads one after another) before
+//   the next step. Measured live: with three requests decoding, a fourth given a used slot
+//   started only when all three had finished.
+// - Contention (optional, `spec.contention`): CPU workers share the machine's cores with each
+//   other and with the server's threads; a step that starts while another worker has requests
+//   running is slowed by measured factors (see WorkerSpec).
 // - Clients: a request arrives at its arrivalMs; a request with `after` (a turn of an agent
 //   loop) arrives thinkMs after that request's response completed. No session ids are sent:
 //   placement is the policy's alone. A request the scheduler turns away (every worker's queue
@@ -75,6 +102,29 @@ export interface WorkerSpec {
   /** Local scheduler: P priority groups, k quota per group (Preble: 10, 10). */
   priorityGroups: number;
   quotaPerGroup: number;
+  /** The worker's state store of evicted slot contents (see the file comment); absent: none, only copied-in prefixes are kept. */
+  spill?: SpillSpec;
+  /** Decode cost of a step: "shared" (default, a GPU: one decodeBase per step) or "per-sequence" (a CPU: one per decoding sequence). */
+  decodeBatching?: "shared" | "per-sequence";
+  /** Model node-llama-cpp's context lock (see the file comment). Default false. */
+  contextLock?: boolean;
+  /**
+   * Workers sharing one machine's cores (CPU workers, next to the server's own threads): a
+   * step that starts while another worker has requests running takes its prefill part x
+   * prefillFactor and its decode part x decodeFactor. Measured factors, not derived ones
+   * (bench/live/compare.ts fits them on a probe). Default none.
+   */
+  contention?: { prefillFactor: number; decodeFactor: number };
+}
+
+/** The real worker's state store (config.yml `spill`), in tokens. */
+export interface SpillSpec {
+  /** Tokens of stored states a worker keeps (config spill.budgetBytes / KV bytes per token). */
+  budgetTokens: number;
+  /** Only an evicted part at least this long is saved (config spill.minTokens). */
+  minTokens: number;
+  /** A stored state is loaded only when it shares at least this many tokens more than the slot (worker-engine.ts MIN_RESTORE_GAIN). */
+  minRestoreGain: number;
 }
 
 export interface SimOptions {
@@ -133,6 +183,14 @@ export interface WorkerStats {
   roomWaits: number;
   /** Running requests whose cells were taken back for room (they recompute their prompt). */
   preemptions: number;
+  /** State store (spec.spill): slot contents saved before a request overwrote them, and stored states loaded into a slot. */
+  spills: number;
+  restores: number;
+  /** spec.contextLock: requests that waited for the context lock, and their total wait, ms. */
+  lockWaits: number;
+  lockWaitMs: number;
+  /** spec.contention: steps that started while another worker had requests running. */
+  contendedSteps: number;
 }
 
 export interface SimResult {
@@ -247,6 +305,14 @@ class SimWorker {
   private readonly base: number;
   /** What each slot holds, as the LocalScheduler and the reports see it (a running slot: its prompt). */
   private readonly slotTokens: TokenIds[];
+  /**
+   * What the LocalScheduler sees of a granted slot, as the real worker shows it a sequence's
+   * contextTokens: the prefix the slot kept until the whole prompt is evaluated (node-llama-cpp
+   * appends a queued prompt's tokens when its last chunk is done), then the prompt. A request
+   * arriving during another's prefill does not count that prompt in its hit ratio. Undefined
+   * for a slot nobody holds (the LocalScheduler then sees slotTokens).
+   */
+  private readonly slotView: (TokenIds | undefined)[];
   /** KV cells each slot takes now: an idle slot its content, a running one its sequence so far. */
   private readonly slotKv: number[];
   /** Slots the LocalScheduler granted and not released. */
@@ -256,6 +322,15 @@ class SimWorker {
   /** Holding a slot, waiting for KV room to run (new or preempted), first come first served. */
   private readonly ready: Job[] = [];
   private imports: TokenIds[] = [];
+  /** The state store (spec.spill): stored token sequences, least recently used first. */
+  private readonly stored: { tokens: TokenIds; lastUsedMs: number }[] = [];
+  private storedTokens = 0;
+  /** Holding a slot, saving or loading a stored state before they are ready. */
+  private readonly loading: Job[] = [];
+  /** spec.contextLock: holding a slot, waiting for the context lock; their save + load ms and when they started waiting. */
+  private readonly blocked: { job: Job; ioMs: number; sinceMs: number }[] = [];
+  /** spec.contextLock: the blocked requests hold the lock (saving, loading): no step runs. */
+  private lockHeld = false;
   stepping = false;
 
   constructor(
@@ -263,20 +338,22 @@ class SimWorker {
     readonly spec: WorkerSpec,
     private readonly sim: Simulation,
   ) {
-    this.stats = { id, placed: 0, steps: 0, busyMs: 0, prefillTokens: 0, decodeTokens: 0, evictions: 0, roomWaits: 0, preemptions: 0 };
+    this.stats = { id, placed: 0, steps: 0, busyMs: 0, prefillTokens: 0, decodeTokens: 0, evictions: 0, roomWaits: 0, preemptions: 0, spills: 0, restores: 0, lockWaits: 0, lockWaitMs: 0, contendedSteps: 0 };
     this.truth = new TimeModel(spec.timeModel);
     this.base = spec.timeModel.base;
     this.slotTokens = new Array<TokenIds>(spec.slots).fill([]);
     this.slotKv = new Array<number>(spec.slots).fill(0);
+    this.slotView = new Array<TokenIds | undefined>(spec.slots).fill(undefined);
     this.granted = new Array<boolean>(spec.slots).fill(false);
     this.local = new LocalScheduler(
       { slots: spec.slots, priorityGroups: spec.priorityGroups, quotaPerGroup: spec.quotaPerGroup, now: () => sim.now },
-      { tokensOfSlot: (slot) => this.slotTokens[slot] ?? [], spilledPrefix: (tokens) => this.importedPrefix(tokens) },
+      { tokensOfSlot: (slot) => this.slotView[slot] ?? this.slotTokens[slot] ?? [], spilledPrefix: (tokens) => this.importedPrefix(tokens) },
     );
   }
 
-  /** Longest copied-in prefix of `tokens`. */
+  /** Longest copied-in prefix of `tokens`; with a state store, the longest prefix a stored state shares with them. */
   importedPrefix(tokens: TokenIds): number {
+    if (this.spec.spill) return this.storedPrefix(tokens)?.length ?? 0;
     let best = 0;
     for (const prefix of this.imports) {
       if (prefix.length > best && prefix.length <= tokens.length && commonPrefixLength(prefix, tokens) === prefix.length) best = prefix.length;
@@ -284,8 +361,9 @@ class SimWorker {
     return best;
   }
 
-  /** Whether an idle slot holds `tokens` as a prefix (what the real export needs). */
+  /** Whether an idle slot (or, with a state store, a stored state) holds `tokens` as a prefix (what the real export needs). */
   holdsIdle(tokens: TokenIds): boolean {
+    if (this.spec.spill && (this.storedPrefix(tokens)?.length ?? 0) >= tokens.length) return true;
     for (let slot = 0; slot < this.spec.slots; slot++) {
       if (!this.granted[slot] && commonPrefixLength(this.slotTokens[slot]!, tokens) === tokens.length) return true;
     }
@@ -293,7 +371,32 @@ class SimWorker {
   }
 
   import(tokens: TokenIds): void {
-    this.imports = [...this.imports.filter((prefix) => prefix !== tokens), tokens].slice(-IMPORTS_KEPT);
+    if (this.spec.spill) this.store(tokens);
+    else this.imports = [...this.imports.filter((prefix) => prefix !== tokens), tokens].slice(-IMPORTS_KEPT);
+  }
+
+  /** The stored state sharing the longest prefix with `tokens` (the real store's bestPrefix). */
+  private storedPrefix(tokens: TokenIds): { entry: { tokens: TokenIds; lastUsedMs: number }; length: number } | undefined {
+    let best: { entry: { tokens: TokenIds; lastUsedMs: number }; length: number } | undefined;
+    for (const entry of this.stored) {
+      const length = commonPrefixLength(entry.tokens, tokens);
+      if (length > 0 && (!best || length > best.length)) best = { entry, length };
+    }
+    return best;
+  }
+
+  /** Adds a state to the store, dropping the least recently used past the budget (a state bigger than the budget is not kept). */
+  private store(tokens: TokenIds): void {
+    const budget = this.spec.spill!.budgetTokens;
+    if (tokens.length > budget) return;
+    this.stored.push({ tokens, lastUsedMs: this.sim.now });
+    this.storedTokens += tokens.length;
+    while (this.storedTokens > budget) {
+      let oldest = 0;
+      for (let i = 1; i < this.stored.length; i++) if (this.stored[i]!.lastUsedMs < this.stored[oldest]!.lastUsedMs) oldest = i;
+      this.storedTokens -= this.stored[oldest]!.tokens.length;
+      this.stored.splice(oldest, 1);
+    }
   }
 
   /** Queues the job with the LocalScheduler; its grant comes back through the simulation. */
@@ -310,19 +413,55 @@ class SimWorker {
     job.group = grant.group;
     this.granted[slot] = true;
     let shared = commonPrefixLength(this.slotTokens[slot]!, tokens);
-    const imported = this.importedPrefix(tokens);
-    if (imported > shared) shared = imported;
+    // The real slot holds its last prompt and output: anything in it has a tail to erase.
+    const erases = this.slotTokens[slot]!.length > 0;
+    let ioMs = 0;
+    if (this.spec.spill) {
+      // The real worker's reuseSpilledState: save what the slot loses, then load a better stored state.
+      const spill = this.spec.spill;
+      const held = this.slotTokens[slot]!;
+      if (held.length - shared >= spill.minTokens && !this.stored.some((entry) => entry.tokens.length >= held.length && commonPrefixLength(entry.tokens, held) === held.length)) {
+        this.store(held);
+        this.stats.spills++;
+        ioMs += this.truth.copyMs(held.length) / 2;
+      }
+      const best = this.storedPrefix(tokens);
+      if (best && best.length >= shared + spill.minRestoreGain) {
+        best.entry.lastUsedMs = this.sim.now;
+        this.stats.restores++;
+        ioMs += this.truth.copyMs(best.entry.tokens.length) / 2;
+        shared = best.length;
+      }
+    } else {
+      const imported = this.importedPrefix(tokens);
+      if (imported > shared) shared = imported;
+    }
     const cached = Math.min(shared, n - 1);
     // The slot's content past the shared prefix is overwritten: its cells are free again.
     this.setKv(slot, cached);
     this.slotTokens[slot] = tokens;
+    this.slotView[slot] = tokens.slice(0, cached);
     this.sim.scheduler.applyCacheEvent({ type: "slot-holds", workerId: this.id, slot, tokens });
     job.cachedTokens = cached;
     job.prefillLeft = n - cached;
     job.context = cached;
-    job.startMs = this.sim.now;
-    this.ready.push(job);
-    this.startReady();
+    if (this.spec.contextLock && (erases || ioMs > 0)) {
+      this.blocked.push({ job, ioMs, sinceMs: this.sim.now });
+      this.stats.lockWaits++;
+      return;
+    }
+    job.startMs = this.sim.now + ioMs;
+    if (ioMs === 0) {
+      this.ready.push(job);
+      this.startReady();
+      return;
+    }
+    this.loading.push(job);
+    this.sim.at(job.startMs, () => {
+      this.loading.splice(this.loading.indexOf(job), 1);
+      this.ready.push(job);
+      this.startReady();
+    });
   }
 
   /** Cells the running requests hold or will take before they end, plus what the ready ones' slots hold. */
@@ -330,6 +469,8 @@ class SimWorker {
     let cells = 0;
     for (const job of this.running) cells += job.context + job.prefillLeft + job.outputTokens - job.generated;
     for (const job of this.ready) cells += job.context;
+    for (const job of this.loading) cells += job.context;
+    for (const { job } of this.blocked) cells += job.context;
     return cells;
   }
 
@@ -386,6 +527,7 @@ class SimWorker {
   private dropCache(job: Job): void {
     this.setKv(job.slot, 0);
     this.slotTokens[job.slot] = [];
+    this.slotView[job.slot] = [];
     this.sim.scheduler.applyCacheEvent({ type: "slot-holds", workerId: this.id, slot: job.slot, tokens: [] });
     job.prefillLeft = job.request.tokens.length;
     job.context = 0;
@@ -399,7 +541,34 @@ class SimWorker {
     this.stats.preemptions++;
   }
 
+  /** spec.contextLock: the worker runs nothing, so the blocked requests take the lock in turn, then join the ready queue. */
+  private takeLock(): void {
+    const now = this.sim.now;
+    const blocked = this.blocked.splice(0);
+    let ioMs = 0;
+    for (const entry of blocked) {
+      ioMs += entry.ioMs;
+      this.stats.lockWaitMs += now - entry.sinceMs;
+      entry.job.startMs = now + ioMs;
+    }
+    const release = () => {
+      this.lockHeld = false;
+      for (const { job } of blocked) this.ready.push(job);
+      this.startReady();
+    };
+    if (ioMs === 0) release();
+    else {
+      this.lockHeld = true;
+      this.sim.at(now + ioMs, release);
+    }
+  }
+
   startStep(): void {
+    if (this.lockHeld) return;
+    if (this.blocked.length > 0 && this.running.length === 0) {
+      this.takeLock();
+      if (this.lockHeld) return;
+    }
     for (;;) {
       this.startReady();
       if (this.running.length === 0) return;
@@ -439,6 +608,7 @@ class SimWorker {
     let prefillMs = 0;
     let prefilling = false;
     let decodeContext = 0;
+    let decodeMs = 0;
     let decoding = false;
     for (const { item, processAmount } of shares) {
       const job = item.job;
@@ -449,10 +619,19 @@ class SimWorker {
         prefilling = true;
       } else {
         decodeContext += job.context;
+        decodeMs += this.truth.decodeMsPerToken(job.context);
         decoding = true;
       }
     }
-    const ms = Math.max(1e-6, (prefilling ? this.base + prefillMs : 0) + (decoding ? this.truth.decodeMsPerToken(decodeContext) : 0));
+    if (this.spec.decodeBatching !== "per-sequence") decodeMs = this.truth.decodeMsPerToken(decodeContext);
+    let prefillPart = prefilling ? this.base + prefillMs : 0;
+    const contention = this.spec.contention;
+    if (contention && this.sim.workers.some((worker) => worker !== this && worker.running.length > 0)) {
+      prefillPart *= contention.prefillFactor;
+      decodeMs *= contention.decodeFactor;
+      this.stats.contendedSteps++;
+    }
+    const ms = Math.max(1e-6, prefillPart + (decoding ? decodeMs : 0));
     this.stepping = true;
     this.stats.steps++;
     this.stats.busyMs += ms;
@@ -467,6 +646,7 @@ class SimWorker {
       if (job.prefillLeft > 0) {
         job.prefillLeft -= processAmount;
         job.context += processAmount;
+        if (job.prefillLeft === 0) this.slotView[job.slot] = job.request.tokens;
         this.stats.prefillTokens += processAmount;
         if (job.prefillLeft === 0 && job.generated === 0) {
           job.firstTokenMs = now;
@@ -490,13 +670,14 @@ class SimWorker {
     // The slot keeps the prompt (the generated tokens are not counted as reusable).
     this.setKv(slot, job.request.tokens.length);
     this.granted[slot] = false;
+    this.slotView[slot] = undefined;
     this.local.release(slot);
     this.sim.completed(this, job);
     this.startReady();
   }
 
   get outstanding(): number {
-    return this.running.length + this.ready.length + this.local.waitingCount;
+    return this.running.length + this.ready.length + this.loading.length + this.blocked.length + this.local.waitingCount;
   }
 }
 

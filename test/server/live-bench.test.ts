@@ -1,7 +1,11 @@
 // The live benchmark's smoke run (seconds, tiny model): it completes and reports per-request
-// verdicts, so the benchmark code cannot rot.
+// verdicts, so the benchmark code cannot rot; and the replay path (sim-vs-live): a generator's
+// request list sent over HTTP as token prompts, and the simulator on the same list.
+import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { PREDICTION, runSimVsLive, SIM_VARIANTS } from "../../bench/live/compare.js";
 import { runLiveBench } from "../../bench/live/live-bench.js";
+import { ordinaryTokenRange, simRequests, toolbenchReplay } from "../../bench/live/replay.js";
 
 describe("bench:live smoke run", () => {
   it("runs every part for a reference arm and a policy, with per-request samples", async () => {
@@ -33,5 +37,50 @@ describe("bench:live smoke run", () => {
     }
     expect(new Set(results[0]!.burst.map((sample) => sample.worker))).toEqual(new Set(["w0"])); // pinned
     expect(new Set(results[1]!.burst.map((sample) => sample.worker))).toEqual(new Set(["w0", "w1"])); // shape spreads one-shots
+  });
+});
+
+describe("bench:sim-vs-live smoke run", () => {
+  // Seed 1's shape: arrivals 0, 41, 95, 110 ms; prefixes 0, 0, 1, 1 (~200 tokens); max_tokens 5, 7, 8, 8.
+  const replay = toolbenchReplay({ seed: 1, salt: 7, requests: 4, prefixes: 2, prefixTokens: 200, suffixTokens: 20, outputTokens: { min: 4, max: 8 }, ratePerS: 20 });
+
+  it("maps the generator's ids onto the model's ordinary tokens, equal ids staying equal", () => {
+    const { first, count } = ordinaryTokenRange();
+    for (const request of replay) for (const id of request.tokens) expect(id >= first && id < first + count).toBe(true);
+    expect(replay.map((request) => request.group)).toEqual([0, 0, 1, 1]);
+    // Requests of one group share their prefix (token for token), others do not.
+    const shared = (a: number[], b: number[]) => a.findIndex((id, i) => id !== b[i]);
+    expect(shared(replay[0]!.tokens, replay[1]!.tokens)).toBeGreaterThan(150);
+    expect(shared(replay[0]!.tokens, replay[2]!.tokens)).toBeLessThan(5);
+    // The simulator gets what a worker evaluates: BOS first.
+    expect(simRequests(replay).map((request) => request.tokens.length)).toEqual(replay.map((request) => request.tokens.length + 1));
+  });
+
+  it("replays the list live and in the simulator, with per-request samples on both sides", async () => {
+    const result = await runSimVsLive({ preset: "tiny", workers: 2, threads: 1, arms: ["pinned"], replay });
+    expect(existsSync(result.calibration.path)).toBe(true);
+    const live = result.live[0]!.replay;
+    expect(live.map((sample) => sample.index).sort()).toEqual([0, 1, 2, 3]);
+    for (const sample of live) {
+      const request = replay[sample.index]!;
+      expect(sample.worker).toBe("w0");
+      expect(sample.promptTokens).toBe(request.tokens.length + 1); // the BOS the server adds
+      expect(sample.completionTokens).toBeGreaterThan(0);
+      expect(sample.ttftMs).toBeGreaterThan(0);
+      expect(sample.totalMs).toBeGreaterThanOrEqual(sample.ttftMs);
+    }
+    // A second request of a group finds its prefix on w0 (deterministic in the simulator, likely live).
+    const simulated = result.sim[0]!.variants[PREDICTION].records;
+    expect(simulated.map((record) => record.index)).toEqual([0, 1, 2, 3]);
+    expect(simulated[1]!.cachedTokens).toBeGreaterThan(150);
+    expect(simulated[3]!.cachedTokens).toBeGreaterThan(150);
+    expect(live.some((sample) => sample.cachedTokens > 150)).toBe(true);
+    for (const variant of SIM_VARIANTS) expect(result.sim[0]!.variants[variant].records).toHaveLength(4);
+    const row = result.rows[0]!;
+    expect(row).toMatchObject({ arm: "pinned", sameWorker: 4 });
+    expect(row.live.n).toBe(4);
+    expect(row.sim.n).toBe(4);
+    expect(Number.isFinite(row.ttftMeanRatio) && row.ttftMeanRatio > 0).toBe(true);
+    expect(Number.isFinite(row.latencyMeanRatio) && row.latencyMeanRatio > 0).toBe(true);
   });
 });

@@ -152,3 +152,47 @@ describe("simulator: determinism and per-request verdicts", () => {
     expect(result.records.map((r) => [r.index, r.arrivalMs])).toEqual([[1, 5]]);
   });
 });
+
+describe("simulator: the CPU card (per-sequence decode, state store, context lock), hand-computed on one worker", () => {
+  const one = (requests: WorkloadRequest[], spec: WorkerSpec) => simulate({ policy: "roundrobin", workers: 1, spec, requests });
+
+  it("per-sequence decode: two sequences decoding together pay two decode costs a step", async () => {
+    const requests = [request(0, 0, ids(10, 100), 3), request(1, 0, ids(11, 100), 3)];
+    // Step 1 [0, 200): both prefills (100 + 100 tokens). Then two decode steps: 10 ms each shared, 20 ms per sequence.
+    const shared = await one(requests, TINY);
+    const perSequence = await one(requests, { ...TINY, decodeBatching: "per-sequence" });
+    expect(shared.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[200, 220], [200, 220]]);
+    expect(perSequence.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[200, 240], [200, 240]]);
+  });
+
+  it("state store: an overwritten slot's content is saved, and a later prompt sharing its prefix loads it back", async () => {
+    const prefix = ids(12, 100);
+    const requests = [request(0, 0, [...prefix, ...ids(13, 20)], 1), request(1, 200, ids(14, 80), 1), request(2, 400, [...prefix, ...ids(15, 20)], 1)];
+    const oneSlot: WorkerSpec = { ...TINY, slots: 1 };
+    const spill = { budgetTokens: 10_000, minTokens: 10, minRestoreGain: 16 };
+    // A: 120 ms. B overwrites A's slot (A's 120 tokens are saved): 80 ms. C overwrites B's (saved)
+    // and loads A's state, which shares its 100-token prefix: 20 tokens evaluated.
+    const without = await one(requests, oneSlot);
+    const withStore = await one(requests, { ...oneSlot, spill });
+    expect(without.records.map((r) => [r.ttftMs, r.cachedTokens])).toEqual([[120, 0], [80, 0], [120, 0]]);
+    expect(withStore.records.map((r) => [r.ttftMs, r.cachedTokens])).toEqual([[120, 0], [80, 0], [20, 100]]);
+    expect(withStore.workers[0]).toMatchObject({ spills: 2, restores: 1 });
+    // A save and a load each take half of copyMs (2 + 0.1 per token): B waits 7 (saving 120 tokens),
+    // C waits 5 (saving B's 80) + 7 (loading A's 120).
+    const costly = await one(requests, { ...oneSlot, spill, timeModel: { ...LINEAR, copyBase: 2, copyPerToken: 0.1 } });
+    expect(costly.records.map((r) => r.ttftMs)).toEqual([120, 87, 32]);
+  });
+
+  it("context lock: a request given a used slot waits until nothing runs on its worker", async () => {
+    const requests = [request(0, 0, ids(16, 50), 1), request(1, 100, ids(17, 100), 5), request(2, 205, ids(18, 30), 1)];
+    // X [0, 50) in slot 0. A at 100 takes the unused slot 1: prefill [100, 200), tokens at 210..240.
+    // B at 205 gets slot 0, which holds X: without the lock it prefills next to A's decode
+    // ([210, 250): 10 + 30 ms), so A's last token comes at 270; with it, B waits for A to end at
+    // 240, then prefills [240, 270).
+    const free = await one(requests, TINY);
+    const locked = await one(requests, { ...TINY, contextLock: true });
+    expect(free.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[50, 50], [100, 170], [45, 45]]);
+    expect(locked.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[50, 50], [100, 140], [65, 65]]);
+    expect(locked.workers[0]).toMatchObject({ lockWaits: 1, lockWaitMs: 35 });
+  });
+});

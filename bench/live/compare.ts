@@ -1,0 +1,311 @@
+// Simulator vs live on one request list (issue 6, item 3; target: simulated mean TTFT within
+// 25 % of the live one). For every arm, a real server replays the list over HTTP (live-bench.ts,
+// part "replay"), then the simulator runs the same list with the time model the server itself
+// was calibrated with (the models/.calibration/ file of its workers) and the server's own
+// settings: workers, slots, context size (KV cells per slot), batch size, the local
+// scheduler's chunk and priority groups, the policy's and the global scheduler's options.
+// What is compared: the mean (and p50) TTFT and end-to-end latency, per request the cached
+// fraction and the worker it ran on.
+//
+// The prediction is the simulator's CPU card (`cpu`): the calibrated time model, a decode
+// cost per decoding sequence, and the worker's state store. Next to it, the same list on
+// cards that leave a part out or add one, to show what each accounts for:
+//   gpu-style  the simulator's default card: one decode cost per step, no state store;
+//   store      + the state store (evicted slot contents saved to host memory and loaded back);
+//   cpu        + a decode cost per sequence: the prediction;
+//   cpu+lock   + node-llama-cpp's context lock, a stall of the real worker (simulator.ts);
+//   contended  + steps slowed while both workers run, by the factors the "two workers busy"
+//              probe measured (fitted on this machine, so an explanation, not a prediction).
+import { policyOptions } from "../../src/radixgate.js";
+import { distribution, type Distribution } from "../sim/metrics.js";
+import { PRESETS } from "../../models/make-model.js";
+import { cpuSpec, kvBytesPerToken, readTimeModelFile } from "../sim/hardware.js";
+import type { SimResult, SpillSpec, WorkerSpec } from "../sim/simulator.js";
+import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";
+import { liveConfig, runLiveBench, type LiveOptions, type ReplaySample } from "./live-bench.js";
+import { mulberry32 } from "../../src/common/random.js";
+import { ordinaryTokenRange, simulateReplay, type ReplayRequest } from "./replay.js";
+
+export interface SimVsLiveOptions {
+  preset: LiveOptions["preset"];
+  workers: number;
+  threads: number;
+  arms: string[];
+  replay: readonly ReplayRequest[];
+  /** A time-model file to simulate with instead of the server's own calibration. */
+  timeModelFile?: string;
+  onProgress?: (line: string) => void;
+}
+
+export interface SideSummary {
+  n: number;
+  ttftMs: Distribution;
+  latencyMs: Distribution;
+  /** Mean of the per-request cached fractions. */
+  cachedFraction: number;
+  /** Requests per worker. */
+  placed: Record<string, number>;
+}
+
+export interface ArmComparison {
+  arm: string;
+  live: SideSummary;
+  /** The prediction: the `cpu` card. */
+  sim: SideSummary;
+  /** Every card, the prediction included. */
+  variants: Record<SimVariant, SideSummary>;
+  /** sim / live. */
+  ttftMeanRatio: number;
+  ttftP50Ratio: number;
+  latencyMeanRatio: number;
+  latencyP50Ratio: number;
+  /** Requests the simulator put on the same worker as the live server. */
+  sameWorker: number;
+  /** Requests whose live output was not max_tokens long (the simulator always generates max_tokens). */
+  shortOutputs: number;
+  /** Latest a live request was sent after its arrival time, ms (timer lateness). */
+  maxSendLatenessMs: number;
+  /** |sim / live - 1| <= 0.25 for mean TTFT. */
+  withinTarget: boolean;
+}
+
+export const SIM_VARIANTS = ["gpu-style", "store", "cpu", "cpu+lock", "contended"] as const;
+export type SimVariant = (typeof SIM_VARIANTS)[number];
+/** The card whose numbers are the simulator's prediction. */
+export const PREDICTION: SimVariant = "cpu";
+
+export interface SimVsLiveResult {
+  calibration: { path: string; existedBefore: boolean };
+  timeModel: TimeModelCoefficients;
+  /** The prediction's card. */
+  spec: WorkerSpec;
+  /** The `contended` card's factors (1 and 1 when no probe measured them). */
+  contention: Contention;
+  rows: ArmComparison[];
+  live: { arm: string; replay: ReplaySample[] }[];
+  sim: { arm: string; variants: Record<SimVariant, SimResult> }[];
+}
+
+/** The issue's target: simulated mean TTFT within 25 % of the live one. */
+export const TARGET_RELATIVE_ERROR = 0.25;
+
+function side(samples: readonly { ttftMs: number; latencyMs: number; cachedFraction: number; worker: string }[]): SideSummary {
+  const placed: Record<string, number> = {};
+  for (const sample of samples) placed[sample.worker] = (placed[sample.worker] ?? 0) + 1;
+  return {
+    n: samples.length,
+    ttftMs: distribution(samples.map((s) => s.ttftMs)),
+    latencyMs: distribution(samples.map((s) => s.latencyMs)),
+    cachedFraction: samples.reduce((sum, s) => sum + s.cachedFraction, 0) / Math.max(1, samples.length),
+    placed,
+  };
+}
+
+const simSide = (result: SimResult) => side(result.records.map((r) => ({ ttftMs: r.ttftMs, latencyMs: r.e2eMs, cachedFraction: r.cachedFraction, worker: r.workerId })));
+
+/** The real worker's MIN_RESTORE_GAIN (src/engine/worker-engine.ts, not exported: that module loads node-llama-cpp). */
+const MIN_RESTORE_GAIN = 16;
+
+/**
+ * The simulated card of the live server: its calibrated model, slots, cells per slot, batch,
+ * chunk and priority groups; for `store` and the `cpu` cards its state store (config spill,
+ * the budget in tokens of the preset's F16 KV cache).
+ */
+export function specOfLive(
+  options: Pick<SimVsLiveOptions, "preset" | "workers" | "threads">,
+  timeModel: TimeModelCoefficients,
+  variant: SimVariant = PREDICTION,
+  contention: Contention = NO_CONTENTION,
+): WorkerSpec {
+  const config = liveConfig(options, "roundrobin");
+  const model = config.models[0]!;
+  const local = config.scheduler.local;
+  const spill: SpillSpec | undefined =
+    variant !== "gpu-style" && config.spill.budgetBytes > 0
+      ? { budgetTokens: Math.floor(config.spill.budgetBytes / kvBytesPerToken(PRESETS[options.preset])), minTokens: config.spill.minTokens, minRestoreGain: MIN_RESTORE_GAIN }
+      : undefined;
+  const locked = variant === "cpu+lock" || variant === "contended";
+  const card = cpuSpec(timeModel, { slots: model.slots, contextSize: model.contextSize, batchTokens: model.batchSize, ...(spill ? { spill } : {}), contextLock: locked });
+  return {
+    ...card,
+    ...(variant === "contended" ? { contention } : {}),
+    chunkTokens: local.chunkTokens,
+    priorityGroups: local.priorityGroups,
+    quotaPerGroup: local.quotaPerGroup,
+    decodeBatching: variant === "gpu-style" || variant === "store" ? "shared" : "per-sequence",
+  };
+}
+
+export type Contention = { prefillFactor: number; decodeFactor: number };
+const NO_CONTENTION: Contention = { prefillFactor: 1, decodeFactor: 1 };
+
+/** Live first (a real server per arm), then the simulator on the same list. */
+export async function runSimVsLive(options: SimVsLiveOptions, contention?: Contention): Promise<SimVsLiveResult> {
+  const { live, calibration } = await runLiveReplay(options);
+  return simulateAgainstLive(options, live, calibration, contention);
+}
+
+/** The live half: a real server per arm replays the list. */
+export async function runLiveReplay(options: SimVsLiveOptions): Promise<{ live: { arm: string; replay: ReplaySample[] }[]; calibration: { path: string; existedBefore: boolean } }> {
+  const live = await runLiveBench({
+    preset: options.preset,
+    workers: options.workers,
+    threads: options.threads,
+    arms: options.arms,
+    parts: ["replay"],
+    replay: options.replay,
+    // Parts (a)-(c) do not run.
+    agentSessions: 0,
+    agentTurns: 0,
+    agentContextWords: 0,
+    burstRequests: 0,
+    burstPromptWords: 0,
+    traceRequests: 0,
+    tracePrefixes: 0,
+    tracePrefixWords: 0,
+    traceGapMs: 0,
+    maxTokens: 0,
+    seed: 0,
+    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+  });
+  const paths = new Set(live.map((arm) => arm.calibration.path));
+  if (paths.size !== 1) throw new Error(`sim-vs-live: the arms' servers used different calibrations: ${[...paths].join(", ")}`);
+  return { live: live.map((arm) => ({ arm: arm.arm, replay: arm.replay })), calibration: live[0]!.calibration };
+}
+
+/** The simulator on the replay of recorded live arms (runSimVsLive's second half; also for re-simulating a recorded run). */
+export async function simulateAgainstLive(
+  options: SimVsLiveOptions,
+  live: readonly { arm: string; replay: ReplaySample[] }[],
+  calibration: { path: string; existedBefore: boolean },
+  contention: Contention = NO_CONTENTION,
+): Promise<SimVsLiveResult> {
+  const timeModel = readTimeModelFile(options.timeModelFile ?? calibration.path);
+  const cards = Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, specOfLive(options, timeModel, variant, contention)])) as Record<SimVariant, WorkerSpec>;
+  const rows: ArmComparison[] = [];
+  const sim: SimVsLiveResult["sim"] = [];
+  for (const liveArm of live) {
+    const config = liveConfig(options, liveArm.arm);
+    options.onProgress?.(`${liveArm.arm}: simulating the same ${options.replay.length} requests`);
+    const results = {} as Record<SimVariant, SimResult>;
+    for (const variant of SIM_VARIANTS) {
+      results[variant] = await simulateReplay({
+        arm: liveArm.arm,
+        replay: options.replay,
+        workers: options.workers,
+        spec: cards[variant],
+        policyOptions: policyOptions(config),
+        scheduler: {
+          windowMs: config.scheduler.windowMs,
+          sessionPinning: config.scheduler.sessionPinning,
+          sessionTtlMs: config.scheduler.sessionTtlMs,
+          sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
+          maxQueuePerWorker: config.scheduler.maxQueuePerWorker,
+        },
+      });
+    }
+    sim.push({ arm: liveArm.arm, variants: results });
+    const prediction = results[PREDICTION];
+    const liveSide = side(liveArm.replay.map((s) => ({ ttftMs: s.ttftMs, latencyMs: s.totalMs, cachedFraction: s.cachedTokens / Math.max(1, s.promptTokens), worker: s.worker })));
+    const predicted = simSide(prediction);
+    const simWorker = new Map(prediction.records.map((r) => [r.index, r.workerId]));
+    const maxTokens = new Map(options.replay.map((r) => [r.index, r.maxTokens]));
+    const ttftMeanRatio = predicted.ttftMs.mean / liveSide.ttftMs.mean;
+    rows.push({
+      arm: liveArm.arm,
+      live: liveSide,
+      sim: predicted,
+      variants: Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, simSide(results[variant])])) as Record<SimVariant, SideSummary>,
+      ttftMeanRatio,
+      ttftP50Ratio: predicted.ttftMs.p50 / liveSide.ttftMs.p50,
+      latencyMeanRatio: predicted.latencyMs.mean / liveSide.latencyMs.mean,
+      latencyP50Ratio: predicted.latencyMs.p50 / liveSide.latencyMs.p50,
+      sameWorker: liveArm.replay.filter((s) => simWorker.get(s.index) === s.worker).length,
+      shortOutputs: liveArm.replay.filter((s) => s.completionTokens !== maxTokens.get(s.index)).length,
+      maxSendLatenessMs: Math.max(0, ...liveArm.replay.map((s) => s.sentMs - options.replay[s.index]!.arrivalMs)),
+      withinTarget: Math.abs(ttftMeanRatio - 1) <= TARGET_RELATIVE_ERROR,
+    });
+  }
+  return { calibration, timeModel, spec: cards[PREDICTION], contention, rows, live: live.map((arm) => ({ arm: arm.arm, replay: arm.replay })), sim };
+}
+
+/** A small live-vs-sim case that isolates one effect (sim-vs-live.ts runs them after the replay). */
+export interface Probe {
+  name: string;
+  isolates: string;
+  workers: number;
+  arm: string;
+  replay: ReplayRequest[];
+}
+
+export interface ProbeResult {
+  name: string;
+  isolates: string;
+  workers: number;
+  requests: number;
+  live: SideSummary;
+  variants: Record<SimVariant, SideSummary>;
+}
+
+/** The probes, with prompts of random ordinary tokens from `seed` (no two share a prefix unless stated). */
+export function probes(seed: number): Probe[] {
+  const { first, count } = ordinaryTokenRange();
+  const random = mulberry32(seed);
+  const tokens = (n: number) => Array.from({ length: n }, () => first + Math.floor(random() * count));
+  const request = (index: number, arrivalMs: number, prompt: number[], maxTokens: number): ReplayRequest => ({ index, arrivalMs, tokens: prompt, maxTokens, group: index });
+  return [
+    {
+      name: "alone",
+      isolates: "one request on an idle worker: the time model itself, plus HTTP, tokenization and the first evaluation's one-off cost",
+      workers: 1,
+      arm: "pinned",
+      replay: [request(0, 0, tokens(1100), 40)],
+    },
+    {
+      name: "two workers busy",
+      isolates: "both workers prefilling then decoding at once on the 2 cores, next to the server's and the client's own threads (the calibration profiles one worker alone)",
+      workers: 2,
+      arm: "spread",
+      replay: [request(0, 0, tokens(2000), 100), request(1, 0, tokens(2000), 100)],
+    },
+    {
+      name: "four decode together",
+      isolates: "a decode step of four sequences (per-sequence decode cost on a CPU)",
+      workers: 1,
+      arm: "pinned",
+      replay: [0, 1, 2, 3].map((i) => request(i, 0, tokens(100), 200)),
+    },
+    {
+      name: "used slot while three decode",
+      isolates: "a request given a used slot while three others decode: it waits for node-llama-cpp's context lock (cpu+lock) until they end",
+      workers: 1,
+      arm: "pinned",
+      replay: [request(0, 0, tokens(100), 10), ...[1, 2, 3, 4].map((i) => request(i, 1000 + i * 5, tokens(100), 200))],
+    },
+  ];
+}
+
+/**
+ * The `contended` card's factors from the "two workers busy" probe: live over simulated (`cpu`)
+ * time to the first token (the prefill, plus HTTP), and the same for the rest (the decode).
+ */
+export function contentionOf(results: readonly ProbeResult[]): Contention | undefined {
+  const probe = results.find((result) => result.name === "two workers busy");
+  if (!probe) return undefined;
+  const sim = probe.variants.cpu;
+  const prefillFactor = probe.live.ttftMs.mean / sim.ttftMs.mean;
+  const decodeFactor = (probe.live.latencyMs.mean - probe.live.ttftMs.mean) / (sim.latencyMs.mean - sim.ttftMs.mean);
+  return Number.isFinite(prefillFactor) && Number.isFinite(decodeFactor) && prefillFactor > 0 && decodeFactor > 0 ? { prefillFactor, decodeFactor } : undefined;
+}
+
+/** Runs every probe live (a fresh server each) and in the simulator. */
+export async function runProbes(options: Pick<SimVsLiveOptions, "preset" | "threads" | "timeModelFile" | "onProgress">, seed: number): Promise<ProbeResult[]> {
+  const results: ProbeResult[] = [];
+  for (const probe of probes(seed)) {
+    options.onProgress?.(`probe "${probe.name}"`);
+    const run = await runSimVsLive({ ...options, workers: probe.workers, arms: [probe.arm], replay: probe.replay, onProgress: () => {} });
+    const row = run.rows[0]!;
+    results.push({ name: probe.name, isolates: probe.isolates, workers: probe.workers, requests: probe.replay.length, live: row.live, variants: row.variants });
+  }
+  return results;
+}
