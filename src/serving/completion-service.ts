@@ -75,8 +75,6 @@ export interface ServiceDeps {
 export class CompletionService {
   /** Requests placed again after their worker died before starting them. */
   failovers = 0;
-  /** The prefix copies run so far, newest last (metrics and logs read it; bounded). */
-  readonly copies = new BoundedLog<CopyAction & { ok: boolean; error?: string }>(100);
 
   private readonly fleet: Fleet;
   private readonly preparer: PromptPreparer;
@@ -334,11 +332,9 @@ export class CompletionService {
     try {
       const exported = await from.engine.exportPrefix(copy.tokens);
       if (exported) await to.engine.importState(exported.file);
-      this.copies.push({ ...copy, ok: exported !== null });
       this.observer.copied?.(copy, exported !== null);
     } catch (error) {
-      this.copies.push({ ...copy, ok: false, error: (error as Error).message });
-      this.observer.copied?.(copy, false);
+      this.observer.copied?.(copy, false, (error as Error).message);
     }
   }
 
@@ -386,20 +382,3 @@ function decodeMsPerToken(result: GenerationResult): number | undefined {
   return (result.totalMs - result.queueMs - result.prefillMs) / (result.completionTokens - 1);
 }
 
-/** The last `capacity` items pushed. */
-export class BoundedLog<T> {
-  private readonly items: T[] = [];
-  total = 0;
-
-  constructor(private readonly capacity: number) {}
-
-  push(item: T): void {
-    this.items.push(item);
-    if (this.items.length > this.capacity) this.items.shift();
-    this.total++;
-  }
-
-  recent(): readonly T[] {
-    return this.items;
-  }
-}

@@ -30,7 +30,8 @@ export interface ServingObserver {
   interTokenGap?(ms: number, modelId: string): void;
   requestFinished?(record: RequestRecord): void;
   failover?(fromWorkerId: string): void;
-  copied?(copy: CopyAction, ok: boolean): void;
+  /** A hot-prefix copy ran; `error` says why it failed (a failed copy only costs the recompute). */
+  copied?(copy: CopyAction, ok: boolean, error?: string): void;
 }
 
 /** One observer that tells several. */
@@ -40,13 +41,16 @@ export function observeAll(...observers: ServingObserver[]): ServingObserver {
     interTokenGap: (ms, modelId) => observers.forEach((o) => o.interTokenGap?.(ms, modelId)),
     requestFinished: (record) => observers.forEach((o) => o.requestFinished?.(record)),
     failover: (workerId) => observers.forEach((o) => o.failover?.(workerId)),
-    copied: (copy, ok) => observers.forEach((o) => o.copied?.(copy, ok)),
+    copied: (copy, ok, error) => observers.forEach((o) => o.copied?.(copy, ok, error)),
   };
 }
 
-/** One structured log line per finished request. */
-export function requestLog(log: () => { info(object: object, message: string): void }): ServingObserver {
+/** One structured log line per finished request (and one per failed prefix copy). */
+export function requestLog(log: () => { info(object: object, message: string): void; warn(object: object, message: string): void }): ServingObserver {
   return {
+    copied: (copy, ok, error) => {
+      if (!ok) log().warn({ from: copy.fromWorkerId, to: copy.toWorkerId, tokens: copy.tokens.length, error }, "prefix copy failed; the target recomputes it");
+    },
     requestFinished: (record) =>
       log().info(
         {
