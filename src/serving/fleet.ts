@@ -123,7 +123,9 @@ export class Fleet {
       if (this.closed) return;
       worker.engine.restart().then(
         () => {
-          if (this.closed) return;
+          // Closed while it restarted: dispose the fresh one too (a thread left holding
+          // llama.cpp objects would abort the process on exit).
+          if (this.closed) return void worker.engine.close().catch(() => undefined);
           worker.restarts++;
           worker.alive = true;
           this.watch(worker);
