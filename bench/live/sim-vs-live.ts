@@ -8,7 +8,7 @@
 // live run (its workload, seed, salt, calibration and live samples), e.g. after a simulator change.
 // After the replay, four small probes (compare.ts), live and simulated, each isolating one
 // effect (--skip-probes leaves them out; --live-from keeps the recorded ones).
-import { execFileSync } from "node:child_process";
+import { gitCommit } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
@@ -121,20 +121,8 @@ const probeResults = recorded ? recorded.probes : values["skip-probes"] ? undefi
 const contention = probeResults ? contentionOf(probeResults) : undefined;
 const result = await simulateAgainstLive(simVsLive, liveRun.live, liveRun.calibration, contention);
 
-function gitCommit(): string {
-  try {
-    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
-    const changed = execFileSync("git", ["status", "--porcelain", "--", "src", "bench/live", "bench/sim", "bench/workloads"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
-      .split("\n")
-      .map((line) => line.slice(3).trim())
-      .filter((line) => line !== "");
-    return changed.length === 0 ? commit : `${commit} + uncommitted changes to ${changed.join(", ")}`;
-  } catch {
-    return "unknown";
-  }
-}
 
-const commit = gitCommit();
+const commit = gitCommit(["src", "bench/live", "bench/sim", "bench/workloads"]);
 const machine = recorded ? `${recorded.machine} (live run of ${recorded.date})` : `${machineAtStart}, ${loadavg()[0]!.toFixed(2)} at the end; Node ${process.version}`;
 const rerun = ["npm run bench:sim-vs-live --", ...process.argv.slice(2)].join(" ").replace(/ --$/, "");
 const command = recorded ? `${recorded.command} (re-simulated: ${rerun})` : rerun;

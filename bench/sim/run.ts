@@ -12,7 +12,7 @@
 // models/.calibration/, or bare coefficients). `--requests` sets the sample size (sessions for
 // agent-loops, prompts per worker at load 1 for cold-burst). Writes DIR/sim.json, DIR/sim.md
 // and DIR/sim.<workload>-<gpu>-<N>w.svg (DIR: bench/results). A progress line per arm on stderr.
-import { execFileSync } from "node:child_process";
+import { gitCommit } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -98,18 +98,6 @@ function specOf(gpu: string, args: Args): WorkerSpec {
   return { ...spec, ...(args.slots !== undefined ? { slots: args.slots } : {}), ...(args.capacityTokens !== undefined ? { capacityTokens: args.capacityTokens } : {}) };
 }
 
-function gitCommit(): string {
-  try {
-    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
-    const changed = execFileSync("git", ["status", "--porcelain", "--", "src/scheduler", "src/common", "bench/sim", "bench/workloads"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
-      .split("\n")
-      .map((line) => line.slice(3).trim())
-      .filter((line) => line !== "");
-    return changed.length === 0 ? commit : `${commit} + uncommitted changes to ${changed.join(", ")}`;
-  } catch {
-    return "unknown";
-  }
-}
 
 function commandLine(): string {
   const script = process.argv[1]?.replace(`${process.cwd()}/`, "") ?? "bench/sim/run.ts";
@@ -184,7 +172,7 @@ async function main(): Promise<void> {
     date: new Date().toISOString(),
     machine,
     node: process.version,
-    commit: gitCommit(),
+    commit: gitCommit(["src/scheduler", "src/common", "bench/sim", "bench/workloads"]),
     command: commandLine(),
     seed: args.seed,
     salt: args.salt,

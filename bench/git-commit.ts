@@ -1,0 +1,16 @@
+// The commit a benchmark ran on, for its report: the short hash, plus the paths under
+// `watched` that had uncommitted changes (so a result is never mistaken for the commit's).
+import { execFileSync } from "node:child_process";
+
+export function gitCommit(watched: readonly string[] = ["src", "bench"]): string {
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    const changed = execFileSync("git", ["status", "--porcelain", "--", ...watched], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+      .split("\n")
+      .map((line) => line.slice(3).trim())
+      .filter((line) => line !== "");
+    return changed.length === 0 ? commit : `${commit} + uncommitted changes to ${changed.join(", ")}`;
+  } catch {
+    return "unknown";
+  }
+}
