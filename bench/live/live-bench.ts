@@ -178,23 +178,32 @@ export async function replayRequests(client: OpenAI, requests: readonly ReplayRe
   return Promise.all(pending);
 }
 
-/** One streamed /v1/completions request with a token prompt, timed by the client: TTFT = sent -> first text chunk. */
-export async function timedCompletion(
-  client: OpenAI,
-  prompt: number[],
-  maxTokens: number,
-  headers: Record<string, string> = {},
-  model = "bench",
-): Promise<RequestSample & { completionTokens: number }> {
-  const started = performance.now();
+interface StreamUsage {
+  prompt_tokens: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number } | null;
+}
+
+/**
+ * Reads a stream to its end, timed by the client from `started`: TTFT = first chunk with
+ * text; usage from the last chunk (stream_options.include_usage).
+ */
+async function measureStream<Chunk extends { usage?: StreamUsage | null }>(
+  started: number,
+  stream: AsyncIterable<Chunk>,
+  textOf: (chunk: Chunk) => string | null | undefined,
+  response: Response,
+): Promise<RequestSample & { text: string; completionTokens: number }> {
   let firstAt: number | undefined;
-  let usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
-  const { data: stream, response } = await client.completions
-    .create({ model, prompt, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }, { headers })
-    .withResponse();
+  let text = "";
+  let usage: StreamUsage | undefined;
   for await (const chunk of stream) {
-    if (chunk.choices[0]?.text) firstAt ??= performance.now();
-    if (chunk.usage) usage = chunk.usage as typeof usage;
+    const piece = textOf(chunk);
+    if (piece) {
+      firstAt ??= performance.now();
+      text += piece;
+    }
+    if (chunk.usage) usage = chunk.usage;
   }
   const done = performance.now();
   return {
@@ -204,7 +213,23 @@ export async function timedCompletion(
     cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
     completionTokens: usage?.completion_tokens ?? 0,
     worker: response.headers.get("x-radixgate-worker") ?? "?",
+    text,
   };
+}
+
+/** One streamed /v1/completions request with a token prompt, timed by the client: TTFT = sent -> first text chunk. */
+export async function timedCompletion(
+  client: OpenAI,
+  prompt: number[],
+  maxTokens: number,
+  headers: Record<string, string> = {},
+  model = "bench",
+): Promise<RequestSample & { completionTokens: number }> {
+  const started = performance.now();
+  const { data: stream, response } = await client.completions
+    .create({ model, prompt, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }, { headers })
+    .withResponse();
+  return measureStream(started, stream, (chunk) => chunk.choices[0]?.text, response);
 }
 
 /** One streamed chat request, timed by the client: TTFT = sent -> first content chunk. */
@@ -216,29 +241,10 @@ export async function timedRequest(
   model = "bench",
 ): Promise<RequestSample & { text: string }> {
   const started = performance.now();
-  let firstAt: number | undefined;
-  let text = "";
-  let usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
   const { data: stream, response } = await client.chat.completions
     .create({ model, messages, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }, { headers })
     .withResponse();
-  for await (const chunk of stream) {
-    const content = chunk.choices[0]?.delta.content;
-    if (content) {
-      firstAt ??= performance.now();
-      text += content;
-    }
-    if (chunk.usage) usage = chunk.usage;
-  }
-  const done = performance.now();
-  return {
-    ttftMs: (firstAt ?? done) - started,
-    totalMs: done - started,
-    promptTokens: usage?.prompt_tokens ?? 0,
-    cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
-    worker: response.headers.get("x-radixgate-worker") ?? "?",
-    text,
-  };
+  return measureStream(started, stream, (chunk) => chunk.choices[0]?.delta.content, response);
 }
 
 /** Sessions run side by side; inside a session every turn waits for the previous answer. */

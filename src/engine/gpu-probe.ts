@@ -4,19 +4,19 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { processEntry } from "./thread-entry.js";
 import { detectGpus, type GpuDetection, type GpuRequest } from "./gpu-detect.js";
 
 const run = promisify(execFile);
-const self = fileURLToPath(import.meta.url);
+const self = processEntry(import.meta.url, "gpu-probe");
 
 export async function probeGpus(gpu: GpuRequest): Promise<GpuDetection> {
   if (gpu === false) return { backend: "cpu", devices: [] };
-  const execArgv = self.endsWith(".ts") ? ["--import", "tsx"] : [];
-  const { stdout } = await run(process.execPath, [...execArgv, self, "--gpu", String(gpu)], { timeout: 60_000 });
+  const { stdout } = await run(process.execPath, [...self.execArgv, self.filename, "--gpu", String(gpu)], { timeout: 60_000 });
   return JSON.parse(stdout.trim().split("\n").at(-1)!) as GpuDetection;
 }
 
-if (process.argv[1] === self) {
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const flag = process.argv.indexOf("--gpu");
   const gpu = (flag >= 0 ? process.argv[flag + 1] : "auto") as Exclude<GpuRequest, false>;
   console.log(JSON.stringify(await detectGpus({ gpu })));

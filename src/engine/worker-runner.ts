@@ -2,12 +2,11 @@
 // (`process` isolation). Both run the same worker-engine.ts and take the same tasks; a
 // generation gets a two-way channel for its events and its cancel message.
 import { fork, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
 import type { ChildToHost, HostToChild } from "./process-protocol.js";
 import type { GenerateTask, GenerationControl, GenerationEvent, WorkerInit, WorkerTask } from "./protocol.js";
-import { threadEntry } from "./thread-entry.js";
+import { processEntry, threadEntry } from "./thread-entry.js";
 
 export class WorkerDiedError extends Error {
   override name = "WorkerDiedError";
@@ -80,11 +79,10 @@ export class ProcessRunner implements WorkerRunner {
   readonly died: Promise<string>;
 
   constructor(init: WorkerInit, env: Record<string, string>) {
-    const entry = fileURLToPath(new URL(import.meta.url.endsWith(".ts") ? "./worker-process.ts" : "./worker-process.js", import.meta.url));
-    this.child = fork(entry, [], {
+    const entry = processEntry(import.meta.url, "worker-process");
+    this.child = fork(entry.filename, [], {
       env: { ...process.env, ...env },
-      // Run the TypeScript entry through tsx; a built .js needs nothing.
-      execArgv: entry.endsWith(".ts") ? ["--import", "tsx"] : [],
+      execArgv: entry.execArgv,
       serialization: "advanced",
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });

@@ -9,7 +9,7 @@ import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-sched
 import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";
 import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
-import type { RequestRecord, ServingObserver } from "./observer.js";
+import { NO_TOKENS, type RequestRecord, type ServingObserver } from "./observer.js";
 
 /** What to complete. */
 export type PromptInput =
@@ -119,18 +119,7 @@ export class CompletionService {
 
   private async completeHeld(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
     const startedAt = this.now();
-    const record: RequestRecord = {
-      requestId: job.requestId,
-      modelId: job.modelId,
-      outcome: "ok",
-      promptTokens: 0,
-      cachedTokens: 0,
-      restoredTokens: 0,
-      evictedTokens: 0,
-      spilledTokens: 0,
-      completionTokens: 0,
-      totalMs: 0,
-    };
+    const record: RequestRecord = { requestId: job.requestId, modelId: job.modelId, outcome: "ok", ...NO_TOKENS, totalMs: 0 };
     let lastTextAt: number | undefined;
     const observed: ChatHooks = {
       onStarted: (start) => {
@@ -150,19 +139,9 @@ export class CompletionService {
     };
     try {
       const outcome = await this.completeWithDeadline(job, observed);
-      Object.assign(record, {
-        workerId: outcome.workerId,
-        placement: outcome.placement,
-        finishReason: outcome.finishReason,
-        promptTokens: outcome.promptTokens,
-        cachedTokens: outcome.cachedTokens,
-        restoredTokens: outcome.restoredTokens,
-        evictedTokens: outcome.evictedTokens,
-        spilledTokens: outcome.spilledTokens,
-        completionTokens: outcome.completionTokens,
-        queueMs: outcome.queueMs,
-        outcome: outcome.finishReason === "cancelled" ? "cancelled" : "ok",
-      });
+      const { workerId, placement, finishReason, promptTokens, cachedTokens, restoredTokens, evictedTokens, spilledTokens, completionTokens, queueMs } = outcome;
+      Object.assign(record, { workerId, placement, finishReason, promptTokens, cachedTokens, restoredTokens, evictedTokens, spilledTokens, completionTokens, queueMs });
+      record.outcome = finishReason === "cancelled" ? "cancelled" : "ok";
       return outcome;
     } catch (error) {
       record.outcome = error instanceof ServingError ? error.code : "internal_error";

@@ -1,10 +1,15 @@
 // What the serving layer reports as requests run: the metrics and the request log listen.
 // Every method has a no-op default, so a caller may implement only what it needs.
-import type { FinishReason } from "../engine/protocol.js";
+import type { FinishReason, GenerationResult } from "../engine/protocol.js";
 import type { CopyAction, Placement } from "../scheduler/types.js";
 
+/** The token counts of a generation (see GenerationResult), zero until it ran. */
+export type TokenCounts = Pick<GenerationResult, "promptTokens" | "cachedTokens" | "restoredTokens" | "evictedTokens" | "spilledTokens" | "completionTokens">;
+
+export const NO_TOKENS: TokenCounts = { promptTokens: 0, cachedTokens: 0, restoredTokens: 0, evictedTokens: 0, spilledTokens: 0, completionTokens: 0 };
+
 /** One finished request, successful or not: the request log line and the per-request metrics. */
-export interface RequestRecord {
+export interface RequestRecord extends TokenCounts {
   requestId: string;
   modelId: string;
   workerId?: string;
@@ -12,12 +17,6 @@ export interface RequestRecord {
   /** "ok", or the error code it ended with. */
   outcome: string;
   finishReason?: FinishReason;
-  promptTokens: number;
-  cachedTokens: number;
-  restoredTokens: number;
-  evictedTokens: number;
-  spilledTokens: number;
-  completionTokens: number;
   /** Placement to first text, ms (undefined when no text came). */
   ttftMs?: number;
   queueMs?: number;
