@@ -20,10 +20,10 @@ import { parseArgs } from "node:util";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { ensureModel } from "../models/make-model.js";
 import { mulberry32 } from "../src/common/random.js";
-import { EngineWorker } from "../src/engine/engine-worker.js";
-import { PromptPreparer } from "../src/engine/prompt-preparer.js";
-import type { GenerationResult, SamplingParams, WorkerInit } from "../src/engine/protocol.js";
-import { defaultStateDir } from "../src/engine/state-store.js";
+import { WorkerHandle } from "../src/engine/host/worker-handle.js";
+import { PromptPreparer } from "../src/engine/host/prompt-preparer.js";
+import type { GenerationResult, SamplingParams, WorkerInit } from "../src/engine/wire/protocol.js";
+import { defaultStateDir } from "../src/engine/worker/state-store.js";
 
 const { values } = parseArgs({
   options: {
@@ -76,7 +76,7 @@ interface Timed {
   sawText: boolean;
 }
 
-async function timed(worker: EngineWorker, requestId: string, tokens: readonly number[]): Promise<Timed> {
+async function timed(worker: WorkerHandle, requestId: string, tokens: readonly number[]): Promise<Timed> {
   const started = performance.now();
   let firstText: number | undefined;
   const result = await worker.generate(requestId, tokens, SAMPLING, {
@@ -90,7 +90,7 @@ async function timed(worker: EngineWorker, requestId: string, tokens: readonly n
 }
 
 let preparer: PromptPreparer | undefined;
-const workers: EngineWorker[] = [];
+const workers: WorkerHandle[] = [];
 let stateDir: string | undefined;
 
 const part1: {
@@ -148,9 +148,9 @@ try {
     // pays for saving another one's state; exports, imports and loads go through the store.
     spill: { budgetBytes: 2 * 1024 ** 3, minTokens: 1_000_000, recentMs: 600_000, dir },
   });
-  const a = new EngineWorker(init("a"));
+  const a = new WorkerHandle(init("a"));
   workers.push(a);
-  const b = new EngineWorker(init("b"));
+  const b = new WorkerHandle(init("b"));
   workers.push(b);
   const loaded = await Promise.all([a.start(), b.start(), preparer.warmUp(MODEL)]);
   loadMs = [loaded[0].loadMs, loaded[1].loadMs];

@@ -21,7 +21,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { getLlama, getLlamaGpuTypes, getModuleVersion, LlamaLogLevel, type Llama } from "node-llama-cpp";
 import { loadConfigFile, resolveConfigPath } from "../src/config/load-config.js";
-import { detectGpus, visibleDevicesEnv, type GpuBackend, type GpuRequest } from "../src/engine/gpu-detect.js";
+import { detectGpus, visibleDevicesEnv, type GpuBackend, type GpuRequest } from "../src/engine/host/gpu-detect.js";
 
 const thisFile = fileURLToPath(import.meta.url);
 const repoRoot = resolve(dirname(thisFile), "..");

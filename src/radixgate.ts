@@ -4,9 +4,9 @@
 import type { FastifyInstance } from "fastify";
 import type { LoadedConfig } from "./config/load-config.js";
 import type { Config } from "./config/schema.js";
-import { calibrate, calibrationIdentity, timeModelFromCalibration } from "./engine/calibration.js";
-import { resolveModelSource } from "./engine/model-source.js";
-import { PromptPreparer } from "./engine/prompt-preparer.js";
+import { calibrate, calibrationIdentity, timeModelFromCalibration } from "./engine/host/calibration.js";
+import { resolveModelSource } from "./engine/host/model-source.js";
+import { PromptPreparer } from "./engine/host/prompt-preparer.js";
 import { buildApp } from "./http/app.js";
 import { GlobalScheduler } from "./scheduler/global-scheduler.js";
 import { createPolicy, type PolicyOptions } from "./scheduler/registry.js";

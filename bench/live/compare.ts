@@ -16,6 +16,7 @@
 //   cpu+lock   + node-llama-cpp's context lock, a stall of the real worker (simulator.ts);
 //   contended  + steps slowed while both workers run, by the factors the "two workers busy"
 //              probe measured (fitted on this machine, so an explanation, not a prediction).
+import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import { policyOptions } from "../../src/radixgate.js";
 import { distribution, type Distribution } from "../sim/metrics.js";
 import { PRESETS } from "../../models/make-model.js";
@@ -103,8 +104,6 @@ function side(samples: readonly { ttftMs: number; latencyMs: number; cachedFract
 
 const simSide = (result: SimResult) => side(result.records.map((r) => ({ ttftMs: r.ttftMs, latencyMs: r.e2eMs, cachedFraction: r.cachedFraction, worker: r.workerId })));
 
-/** The real worker's MIN_RESTORE_GAIN (src/engine/worker-engine.ts, not exported: that module loads node-llama-cpp). */
-const MIN_RESTORE_GAIN = 16;
 
 /**
  * The simulated card of the live server: its calibrated model, slots, cells per slot, batch,

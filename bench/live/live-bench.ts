@@ -17,7 +17,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { parseConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
-import { calibrationCachePath, calibrationIdentity, DEFAULT_CALIBRATION_DIR } from "../../src/engine/calibration.js";
+import { calibrationCachePath, calibrationIdentity, DEFAULT_CALIBRATION_DIR } from "../../src/engine/host/calibration.js";
 import { createRadixgate, type Radixgate } from "../../src/radixgate.js";
 import { mulberry32 } from "../../src/common/random.js";
 import type { ReplayRequest } from "./replay.js";

@@ -68,7 +68,7 @@ const COEFFICIENT_KEYS = ["base", "perExtend", "perContext", "perExtendContext",
 
 /**
  * Coefficients from a file: a calibration cache file (models/.calibration/*.json, written by
- * src/engine/calibration.ts: `{ coefficients: {...} }`) or a bare coefficients object.
+ * src/engine/host/calibration.ts: `{ coefficients: {...} }`) or a bare coefficients object.
  */
 export function readTimeModelFile(path: string): TimeModelCoefficients {
   const json = JSON.parse(readFileSync(path, "utf8")) as { coefficients?: Record<string, unknown> } & Record<string, unknown>;

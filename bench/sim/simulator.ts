@@ -44,13 +44,13 @@
 //   holds the prefix; the LocalScheduler sees it through `spilledPrefix`, and taking a slot
 //   loads it when it is longer than what the slot shares. A copy whose source does not hold
 //   the prefix in an idle slot fails at once, as the real export does.
-// - The state store (optional, `spec.spill`: the real worker's src/engine/state-store.ts,
+// - The state store (optional, `spec.spill`: the real worker's src/engine/worker/state-store.ts,
 //   config.yml `spill`): before a request runs in a slot, what the slot is about to lose (the
 //   part of its content past the prefix it shares with the prompt) is saved to host memory
 //   when it is at least minTokens long and no stored state covers it; then the stored state
 //   sharing the longest prefix with the prompt is loaded into the slot when that prefix is at
-//   least minRestoreGain tokens longer than what the slot shares (src/engine/worker-engine.ts,
-//   reuseSpilledState). A save and a load each take half of the time model's copyMs (which is
+//   least minRestoreGain tokens longer than what the slot shares (src/engine/worker/slot-engine.ts,
+//   prepareSlot). A save and a load each take half of the time model's copyMs (which is
 //   fitted to save + load), before the request's prefill, as the real worker awaits them. LRU
 //   past budgetTokens. With a store, copied-in prefixes are stored states too (the real worker
 //   adopts them into its store), matched by their longest common prefix, and a copy's source
@@ -123,7 +123,7 @@ export interface SpillSpec {
   budgetTokens: number;
   /** Only an evicted part at least this long is saved (config spill.minTokens). */
   minTokens: number;
-  /** A stored state is loaded only when it shares at least this many tokens more than the slot (worker-engine.ts MIN_RESTORE_GAIN). */
+  /** A stored state is loaded only when it shares at least this many tokens more than the slot (MIN_RESTORE_GAIN in src/engine/wire/protocol.ts). */
   minRestoreGain: number;
 }
 

@@ -12,7 +12,7 @@
 // in the prefix's tokens.
 //
 // Pure: no node-llama-cpp, no I/O, no clock. The coefficients come from a short profile of
-// the worker at start-up (src/engine/calibration.ts) or from a preset, and are refined online
+// the worker at start-up (src/engine/host/calibration.ts) or from a preset, and are refined online
 // from observed timings (observePrefill / observeDecode, see the class comment).
 
 export interface TimeModelCoefficients {

@@ -1,10 +1,10 @@
 // One completion (chat messages, a raw text prompt or token ids) from validated input to
 // result: render + tokenize once in the host, place on a worker with the configured policy,
 // run it there. Errors a client can act on are ServingErrors; the HTTP layer only formats them.
-import type { PromptPreparer } from "../engine/prompt-preparer.js";
-import type { ChatTurn } from "../engine/prompt-protocol.js";
-import { RESPONSE_FORMAT_ERROR, type GenerationResult, type SamplingParams } from "../engine/protocol.js";
-import { WorkerDiedError } from "../engine/worker-runner.js";
+import type { PromptPreparer } from "../engine/host/prompt-preparer.js";
+import type { ChatTurn } from "../engine/wire/prompt-protocol.js";
+import { RESPONSE_FORMAT_ERROR, type GenerationResult, type SamplingParams } from "../engine/wire/protocol.js";
+import { WorkerDiedError } from "../engine/host/runners.js";
 import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-scheduler.js";
 import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";
 import { ServingError } from "./errors.js";

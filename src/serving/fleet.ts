@@ -4,9 +4,9 @@
 // Whether a worker is alive, and what it holds, is the global scheduler's to know: the
 // fleet tells it through the hooks.
 import type { Config, ModelConfig } from "../config/schema.js";
-import { EngineWorker, type Isolation } from "../engine/engine-worker.js";
-import { visibleDevicesEnv, type GpuDetection } from "../engine/gpu-detect.js";
-import { probeGpus } from "../engine/gpu-probe.js";
+import { WorkerHandle, type Isolation } from "../engine/host/worker-handle.js";
+import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
+import { probeGpus } from "../engine/host/gpu-probe.js";
 
 export interface ServedModel {
   config: ModelConfig;
@@ -17,7 +17,7 @@ export interface ServedModel {
 }
 
 export interface FleetWorker {
-  engine: EngineWorker;
+  engine: WorkerHandle;
   modelId: string;
   /** Restarts after deaths, for /health and the metrics. */
   restarts: number;
@@ -54,7 +54,7 @@ export class Fleet {
       const gpus = await detect(model.gpu);
       const plan = planWorkers(model, gpus);
       for (const { isolation, env } of plan) {
-        const engine = new EngineWorker(
+        const engine = new WorkerHandle(
           {
             workerId: `w${workers.length}`,
             hostPid: process.pid,

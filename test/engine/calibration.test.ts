@@ -8,15 +8,15 @@ import {
   calibrate,
   calibrationCachePath,
   calibrationIdentity,
-  defaultProfileSizes,
   type CalibrationIdentity,
-} from "../../src/engine/calibration.js";
-import { EngineWorker } from "../../src/engine/engine-worker.js";
-import type { WorkerInit } from "../../src/engine/protocol.js";
+} from "../../src/engine/host/calibration.js";
+import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
+import { defaultProfileSizes } from "../../src/engine/worker/profile.js";
+import type { WorkerInit } from "../../src/engine/wire/protocol.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
 import { ensureModel } from "../../models/make-model.js";
 
-let worker: EngineWorker;
+let worker: WorkerHandle;
 let init: WorkerInit;
 let identity: CalibrationIdentity;
 let cacheDir: string;
@@ -27,7 +27,7 @@ let profiles = 0;
 beforeAll(async () => {
   const modelPath = await ensureModel("tiny");
   init = workerInit(modelPath);
-  worker = new EngineWorker(init);
+  worker = new WorkerHandle(init);
   const loaded = await worker.start();
   identity = await calibrationIdentity(init, loaded);
   cacheDir = await mkdtemp(join(tmpdir(), "radixgate-calibration-"));

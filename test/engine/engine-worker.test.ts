@@ -1,19 +1,19 @@
 // The worker and prompt threads against real llama.cpp on the tiny model.
 import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EngineWorker } from "../../src/engine/engine-worker.js";
-import { PromptPreparer } from "../../src/engine/prompt-preparer.js";
+import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
+import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { ensureModel } from "../../models/make-model.js";
 import { buildVocab } from "../../models/vocab.js";
 
 const vocab = buildVocab();
-let worker: EngineWorker;
+let worker: WorkerHandle;
 let preparer: PromptPreparer;
 
 beforeAll(async () => {
   const modelPath = await ensureModel("tiny");
   preparer = new PromptPreparer([{ id: "tiny", path: modelPath }], 1);
-  worker = new EngineWorker(workerInit(modelPath));
+  worker = new WorkerHandle(workerInit(modelPath));
   await worker.start();
 });
 
@@ -40,7 +40,7 @@ describe("PromptPreparer", () => {
   });
 });
 
-describe("EngineWorker", () => {
+describe("WorkerHandle", () => {
   it("reuses a slot's KV: the same prompt twice evaluates only its last token", async () => {
     const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: "the same prompt twice " + "files ".repeat(50) }] });
     const cold = await worker.generate("a", tokens, { ...greedy, maxTokens: 4 });

@@ -6,7 +6,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { getLlamaGpuTypes } from "node-llama-cpp";
 import { beforeAll, describe, expect, it } from "vitest";
-import { detectGpus, visibleDevicesEnv } from "../../src/engine/gpu-detect.js";
+import { detectGpus, visibleDevicesEnv } from "../../src/engine/host/gpu-detect.js";
 
 /** Where `source download`/`source build` (and a build started by getLlama) put their binaries. */
 const localBuildsDir = join(dirname(createRequire(import.meta.url).resolve("node-llama-cpp")), "..", "llama", "localBuilds");

@@ -3,17 +3,17 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EngineWorker } from "../../src/engine/engine-worker.js";
-import { PromptPreparer } from "../../src/engine/prompt-preparer.js";
+import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
+import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { ensureModel, makeModel } from "../../models/make-model.js";
 import { workerInit } from "../helpers/worker-init.js";
 
 let dir: string;
 let preparer: PromptPreparer;
-let single: EngineWorker; // one slot: every other conversation evicts the last one
-let source: EngineWorker;
-let target: EngineWorker;
-let otherModel: EngineWorker;
+let single: WorkerHandle; // one slot: every other conversation evicts the last one
+let source: WorkerHandle;
+let target: WorkerHandle;
+let otherModel: WorkerHandle;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "radixgate-spill-"));
@@ -21,10 +21,10 @@ beforeAll(async () => {
   const otherPath = (await makeModel({ preset: "tiny", seed: 2, outPath: join(dir, "tiny-seed2.gguf") })).path;
   preparer = new PromptPreparer([{ id: "tiny", path: modelPath }], 1);
   const spill = { budgetBytes: 64 * 1024 * 1024, minTokens: 16, recentMs: 600_000, dir };
-  single = new EngineWorker(workerInit(modelPath, { workerId: "single", slots: 1, spill }));
-  source = new EngineWorker(workerInit(modelPath, { workerId: "a", spill }));
-  target = new EngineWorker(workerInit(modelPath, { workerId: "b", spill }));
-  otherModel = new EngineWorker(workerInit(otherPath, { workerId: "other", spill }));
+  single = new WorkerHandle(workerInit(modelPath, { workerId: "single", slots: 1, spill }));
+  source = new WorkerHandle(workerInit(modelPath, { workerId: "a", spill }));
+  target = new WorkerHandle(workerInit(modelPath, { workerId: "b", spill }));
+  otherModel = new WorkerHandle(workerInit(otherPath, { workerId: "other", spill }));
   await Promise.all([single.start(), source.start(), target.start(), otherModel.start()]);
 });
 

@@ -1,5 +1,5 @@
 // A WorkerInit for engine tests: one thread, a small context, spilling on.
-import type { WorkerInit } from "../../src/engine/protocol.js";
+import type { WorkerInit } from "../../src/engine/wire/protocol.js";
 
 export function workerInit(modelPath: string, overrides: Partial<WorkerInit> = {}): WorkerInit {
   return {

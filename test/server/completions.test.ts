@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureModel } from "../../models/make-model.js";
 import { buildVocab } from "../../models/vocab.js";
-import { PromptPreparer } from "../../src/engine/prompt-preparer.js";
+import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { postRaw, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 
 const vocab = buildVocab();

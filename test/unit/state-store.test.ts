@@ -4,7 +4,7 @@ import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { StateMismatchError, StateStore } from "../../src/engine/state-store.js";
+import { StateMismatchError, StateStore } from "../../src/engine/worker/state-store.js";
 
 const identity = { modelFingerprint: "100:abc", contextSize: 1024, slots: 2 };
 

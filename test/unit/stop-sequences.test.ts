@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { StopSequenceFilter } from "../../src/engine/stop-sequences.js";
+import { StopSequenceFilter } from "../../src/engine/worker/stop-sequences.js";
 
 function feed(stops: string[], chunks: string[]) {
   const filter = new StopSequenceFilter(stops);

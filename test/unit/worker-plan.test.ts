@@ -1,7 +1,7 @@
 // How many workers a model gets, how each is isolated, and which GPU each is pinned to.
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load-config.js";
-import type { GpuDetection } from "../../src/engine/gpu-detect.js";
+import type { GpuDetection } from "../../src/engine/host/gpu-detect.js";
 import { planWorkers } from "../../src/serving/fleet.js";
 
 const model = (fields: Record<string, unknown> = {}) => parseConfig({ models: [{ id: "m", source: "preset:tiny", ...fields }] }).models[0]!;

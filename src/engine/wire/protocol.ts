@@ -1,5 +1,5 @@
-// The messages between the host and a worker thread. Types only: the host side imports
-// this without loading node-llama-cpp.
+// The messages between the host (engine/host/) and a worker (engine/worker/), in a thread or
+// a child process. Types only: the host side imports this without loading node-llama-cpp.
 //
 // A generation is one piscina task. Its text streams back over a MessagePort that the task
 // carries (transferred, not cloned), and the host cancels it by posting `{type: "cancel"}`
@@ -72,6 +72,12 @@ export type ResponseFormat = { type: "json_object" } | { type: "json_schema"; sc
  */
 export const RESPONSE_FORMAT_ERROR = "response_format refused by the worker: ";
 
+/**
+ * A worker loads a stored KV state into a slot only when the state holds at least this many
+ * more prompt tokens than the slot keeps (a load has a fixed cost). The simulator uses it too.
+ */
+export const MIN_RESTORE_GAIN = 16;
+
 export interface LoadTask {
   kind: "load";
 }
@@ -114,6 +120,8 @@ export interface ProfileTask {
   /** Seed of the random prompt tokens. Default 1. */
   seed?: number;
 }
+
+export type ProfileOptions = Omit<ProfileTask, "kind">;
 
 /** Save the KV state of a prefix this worker holds (idle slot or spilled) for another worker. */
 export interface ExportPrefixTask {
@@ -197,6 +205,8 @@ export interface GenerationResult {
   evictedTokens: number;
   /** Of those, the tokens saved to the state store first (a spill). */
   spilledTokens: number;
+  /** Set when loading a stored KV state failed: the reason. The prompt was computed instead. */
+  restoreFailed?: string;
   completionTokens: number;
   slot: number;
   queueMs: number;

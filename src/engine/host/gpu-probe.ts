@@ -4,7 +4,7 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { processEntry } from "./thread-entry.js";
+import { processEntry } from "./entry.js";
 import { detectGpus, type GpuDetection, type GpuRequest } from "./gpu-detect.js";
 
 const run = promisify(execFile);

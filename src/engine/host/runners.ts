@@ -1,12 +1,12 @@
 // How the host reaches a worker: a piscina thread (`thread` isolation) or a child process
-// (`process` isolation). Both run the same worker-engine.ts and take the same tasks; a
+// (`process` isolation). Both run the same worker/slot-engine.ts and take the same tasks; a
 // generation gets a two-way channel for its events and its cancel message.
 import { fork, type ChildProcess } from "node:child_process";
 import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
-import type { ChildToHost, HostToChild } from "./process-protocol.js";
-import type { GenerateTask, GenerationControl, GenerationEvent, WorkerInit, WorkerTask } from "./protocol.js";
-import { processEntry, threadEntry } from "./thread-entry.js";
+import type { ChildToHost, HostToChild } from "../wire/process-protocol.js";
+import type { GenerateTask, GenerationControl, GenerationEvent, WorkerInit, WorkerTask } from "../wire/protocol.js";
+import { processEntry, threadEntry } from "./entry.js";
 
 export class WorkerDiedError extends Error {
   override name = "WorkerDiedError";
@@ -37,7 +37,7 @@ export class ThreadRunner implements WorkerRunner {
   readonly pid = undefined;
 
   constructor(init: WorkerInit) {
-    const entry = threadEntry(import.meta.url, "worker-thread");
+    const entry = threadEntry(import.meta.url, "../worker/thread-main");
     this.pool = new Piscina({
       filename: entry.filename,
       argv: entry.argv,
@@ -79,7 +79,7 @@ export class ProcessRunner implements WorkerRunner {
   readonly died: Promise<string>;
 
   constructor(init: WorkerInit, env: Record<string, string>) {
-    const entry = processEntry(import.meta.url, "worker-process");
+    const entry = processEntry(import.meta.url, "../worker/process-main");
     this.child = fork(entry.filename, [], {
       env: { ...process.env, ...env },
       execArgv: entry.execArgv,

@@ -2,9 +2,9 @@
 // started with CUDA_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES), so a native abort in
 // llama.cpp takes down this worker only, never the host. It speaks the same tasks as a
 // thread over Node's IPC channel; a generation's port is an IPC-backed stand-in.
-import type { GenerationControl, GenerationEvent, GenerationPort, WorkerInit, WorkerTask } from "./protocol.js";
-import type { HostToChild, ChildToHost } from "./process-protocol.js";
-import { createTaskHandler } from "./worker-engine.js";
+import type { GenerationControl, GenerationEvent, GenerationPort, WorkerInit, WorkerTask } from "../wire/protocol.js";
+import type { HostToChild, ChildToHost } from "../wire/process-protocol.js";
+import { createTaskHandler } from "./task-handler.js";
 
 let handle: ReturnType<typeof createTaskHandler> | undefined;
 const ports = new Map<number, (message: GenerationControl) => void>();

@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { resolveModelFile } from "node-llama-cpp";
-import { DEFAULT_SEED, MODELS_DIR, PRESETS, defaultModelPath, ensureModel, isPresetName } from "../../models/make-model.js";
+import { DEFAULT_SEED, MODELS_DIR, PRESETS, defaultModelPath, ensureModel, isPresetName } from "../../../models/make-model.js";
 
 export class ModelSourceError extends Error {
   override name = "ModelSourceError";

@@ -12,7 +12,7 @@ import { existsSync } from "node:fs";
 import { copyFile, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
+import { commonPrefixLength, type TokenIds } from "../../common/tokens.js";
 
 export interface StateIdentity {
   modelFingerprint: string;
@@ -25,6 +25,8 @@ export interface StateEntry {
   tokens: number[];
   bytes: number;
   lastUsedMs: number;
+  /** Loads of this file under way: a pinned entry is never evicted (its file must stay). */
+  pins: number;
 }
 
 interface StateMeta extends StateIdentity {
@@ -90,6 +92,30 @@ export class StateStore {
   }
 
   /**
+   * Keeps `entry`'s file while it is read (a load into a slot): marked used, and never
+   * evicted until the returned release is called. Eviction past the budget skips it.
+   */
+  pin(entry: StateEntry): () => void {
+    this.touch(entry);
+    entry.pins++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      entry.pins--;
+    };
+  }
+
+  /** Drops an entry whose file turned out unusable (missing, corrupt). */
+  async remove(entry: StateEntry): Promise<void> {
+    const index = this.entries.indexOf(entry);
+    if (index < 0) return;
+    this.entries.splice(index, 1);
+    this.totalBytes -= entry.bytes;
+    await removeState(entry.file);
+  }
+
+  /**
    * Takes in a state file written by another worker's store (a prefix copy). Refused with a
    * StateMismatchError unless it was made from the same model file and context settings.
    */
@@ -129,11 +155,14 @@ export class StateStore {
       await removeState(file);
       return undefined;
     }
-    const entry: StateEntry = { file, tokens, bytes: size, lastUsedMs: this.now() };
+    const entry: StateEntry = { file, tokens, bytes: size, lastUsedMs: this.now(), pins: 0 };
     this.entries.push(entry);
     this.totalBytes += size;
     while (this.totalBytes > this.budgetBytes) {
-      const oldest = this.entries.reduce((a, b) => (b.lastUsedMs < a.lastUsedMs ? b : a));
+      const unpinned = this.entries.filter((candidate) => candidate.pins === 0);
+      // Everything left is being loaded: over budget until those loads end.
+      if (unpinned.length === 0) break;
+      const oldest = unpinned.reduce((a, b) => (b.lastUsedMs < a.lastUsedMs ? b : a));
       this.entries.splice(this.entries.indexOf(oldest), 1);
       this.totalBytes -= oldest.bytes;
       await removeState(oldest.file);

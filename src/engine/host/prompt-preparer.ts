@@ -1,8 +1,8 @@
 // Host side of prompt preparation: a small piscina pool whose threads render chat templates
 // and tokenize (CPU-heavy for long prompts), so the event loop stays free.
 import { Piscina } from "piscina";
-import type { ChatPromptTask, PreparedPrompt, PromptModel, PromptTask, TextPromptTask, TokenizedText, VocabInfo } from "./prompt-protocol.js";
-import { threadEntry } from "./thread-entry.js";
+import type { ChatPromptTask, PreparedPrompt, PromptModel, PromptTask, TextPromptTask, TokenizedText, VocabInfo } from "../wire/prompt-protocol.js";
+import { threadEntry } from "./entry.js";
 
 export class PromptPreparer {
   private readonly pool: Piscina;
@@ -13,7 +13,7 @@ export class PromptPreparer {
     models: PromptModel[],
     private readonly threads: number,
   ) {
-    const entry = threadEntry(import.meta.url, "prompt-thread");
+    const entry = threadEntry(import.meta.url, "../worker/prompt-thread");
     this.pool = new Piscina({
       filename: entry.filename,
       argv: entry.argv,

@@ -3,7 +3,7 @@
 // vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
 import { workerData } from "node:worker_threads";
 import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatHistoryItem, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
-import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt, TextPromptTask, TokenizedText, VocabInfo, VocabTask } from "./prompt-protocol.js";
+import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt, TextPromptTask, TokenizedText, VocabInfo, VocabTask } from "../wire/prompt-protocol.js";
 
 const models = workerData as PromptModel[];
 

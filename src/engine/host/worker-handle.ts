@@ -15,12 +15,12 @@ import type {
   WorkerInit,
   WorkerTask,
   GenerateTask,
-} from "./protocol.js";
-import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./worker-runner.js";
+} from "../wire/protocol.js";
+import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./runners.js";
 
 export type Isolation = "thread" | "process";
 
-export interface EngineWorkerOptions {
+export interface WorkerHandleOptions {
   isolation: Isolation;
   /** Extra environment of a process worker, e.g. CUDA_VISIBLE_DEVICES=1 to pin its GPU. */
   env?: Record<string, string>;
@@ -34,7 +34,7 @@ export interface GenerateHooks {
   signal?: AbortSignal;
 }
 
-export class EngineWorker {
+export class WorkerHandle {
   private runner: WorkerRunner;
   private inFlightCount = 0;
   /** Finished generations by finish reason, for /health and the metrics. */
@@ -43,7 +43,7 @@ export class EngineWorker {
 
   constructor(
     readonly init: WorkerInit,
-    readonly options: EngineWorkerOptions = { isolation: "thread" },
+    readonly options: WorkerHandleOptions = { isolation: "thread" },
   ) {
     this.runner = this.createRunner();
   }

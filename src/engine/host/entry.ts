@@ -13,7 +13,7 @@ export interface ThreadEntry {
 export function threadEntry(baseUrl: string, name: string): ThreadEntry {
   if (!baseUrl.endsWith(".ts")) return { filename: fileURLToPath(new URL(`./${name}.js`, baseUrl)), argv: [] };
   return {
-    filename: fileURLToPath(new URL("./ts-thread.mjs", import.meta.url)),
+    filename: fileURLToPath(new URL("../worker/ts-thread.mjs", import.meta.url)),
     argv: ["--thread-entry", new URL(`./${name}.ts`, baseUrl).href],
   };
 }

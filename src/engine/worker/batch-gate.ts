@@ -1,0 +1,102 @@
+// When the worker's next llama.cpp batch is dispatched (node-llama-cpp's custom
+// `batching.dispatchSchedule`). A decode step costs about the same for one sequence as for
+// several (the weights are read once per step), so a step should carry the next token of
+// every sequence that is generating.
+//
+// node-llama-cpp's own schedule dispatches on the next event-loop turn after the first
+// sequence queues. Each sequence samples its token after the step (an async native call per
+// sequence) and only then queues the next one, so the first sequence back always went alone:
+// measured on the `bench` model with 1 thread, two generating sequences alternated in
+// one-token batches (298 of 300 steps) and four ran three to a step, while llama-server
+// puts all of them in every step.
+//
+// The gate holds a dispatch until every generating sequence has queued. A sequence that was
+// in the batch now being decoded is waited for until it queues again or ends (it comes back
+// within a millisecond of that batch's end; dispatching without it puts the sequences out of
+// step for good: measured, two sequences then ran one at a time for 274 of 287 steps). Any
+// other missing sequence (one busy loading a state, say) is waited for at most `maxWaitMs`
+// after the first one queued. The context lock is free while the gate waits (our patch to
+// node-llama-cpp releases it after every batch), so a sequence that must erase tokens before
+// it queues can do so.
+//
+// Sequence ids are the slot numbers: the worker creates all of its context's sequences at
+// start, in order, and node-llama-cpp numbers them from 0 as they are created.
+
+/** The most a batch waits for a late sequence that was not in the last batch. Sampling one sequence took ~0.3 ms here. */
+export const DEFAULT_MAX_WAIT_MS = 2;
+
+/** Never wait longer than this, whatever the sequences do: a stuck sequence must not stop the others. */
+export const HARD_MAX_WAIT_MS = 1000;
+
+export class BatchGate {
+  private readonly generating = new Set<number>();
+  /** The sequences queued when the last batch started (its decode tokens). */
+  private inLastBatch = new Set<number>();
+  /** node-llama-cpp's live set of queued sequence ids (from the last schedule call). */
+  private queued: ReadonlySet<number> | undefined;
+  private waiting: { dispatch: () => void; queued: ReadonlySet<number> | undefined; since: number } | undefined;
+  private polling = false;
+
+  constructor(
+    private readonly maxWaitMs: number = DEFAULT_MAX_WAIT_MS,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** The sequence of `slot` is generating: batches wait for its next token. */
+  begin(slot: number): void {
+    this.generating.add(slot);
+  }
+
+  /** The sequence of `slot` stopped generating: batches no longer wait for it. */
+  end(slot: number): void {
+    this.generating.delete(slot);
+    this.check();
+  }
+
+  /** Sequences a batch waits for. */
+  get generatingCount(): number {
+    return this.generating.size;
+  }
+
+  /** The `dispatchSchedule` to hand node-llama-cpp (bound: pass it as is). */
+  readonly schedule = (dispatch: () => void, queued?: ReadonlySet<number>): void => {
+    this.queued = queued;
+    this.waiting = { dispatch, queued, since: this.now() };
+    this.check();
+  };
+
+  /** Call when a batch starts (from the batch's prioritization strategy, before it takes the items). */
+  batchStarted(): void {
+    this.inLastBatch = new Set(this.queued);
+  }
+
+  /** Whether a batch waits no longer: every generating sequence queued, or the late ones waited for long enough. */
+  isReady(queued: ReadonlySet<number>, waitedMs: number): boolean {
+    if (waitedMs >= HARD_MAX_WAIT_MS) return true;
+    let lateOutsideBatch = false;
+    for (const slot of this.generating) {
+      if (queued.has(slot)) continue;
+      if (!this.inLastBatch.has(slot)) lateOutsideBatch = true;
+      else return false;
+    }
+    return !lateOutsideBatch || waitedMs >= this.maxWaitMs;
+  }
+
+  private check(): void {
+    const waiting = this.waiting;
+    if (!waiting) return;
+    // Without the queue's view (an unpatched node-llama-cpp), behave as node-llama-cpp does.
+    if (!waiting.queued || this.isReady(waiting.queued, this.now() - waiting.since)) {
+      this.waiting = undefined;
+      waiting.dispatch();
+      return;
+    }
+    if (this.polling) return;
+    this.polling = true;
+    // The sequences queue from their own callbacks on this thread: look again on the next turn.
+    setImmediate(() => {
+      this.polling = false;
+      this.check();
+    });
+  }
+}

@@ -1,0 +1,381 @@
+// The worker side: one llama.cpp model and one context with N sequences (slots), driven by
+// the local scheduler. The same engine runs in a piscina thread (thread-main.ts) or in a
+// child process of its own (process-main.ts); only how tasks and generation ports reach it
+// differs (task-handler.ts). The host's handle on it is host/worker-handle.ts.
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  getLlama,
+  LlamaCompletion,
+  LlamaLogLevel,
+  type LLamaContextualRepeatPenalty,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type Llama,
+  type Token,
+} from "node-llama-cpp";
+import { commonPrefixLength } from "../../common/tokens.js";
+import { evaluationPriorityOf, shareBatch } from "../../scheduler/batch-priority.js";
+import { LocalScheduler } from "../../scheduler/local-scheduler.js";
+import {
+  MIN_RESTORE_GAIN,
+  RESPONSE_FORMAT_ERROR,
+  type ExportPrefixTask,
+  type ExportResult,
+  type FinishReason,
+  type GenerateTask,
+  type GenerationControl,
+  type GenerationEvent,
+  type GenerationResult,
+  type ImportResult,
+  type ImportStateTask,
+  type LoadResult,
+  type LocalSchedulerSettings,
+  type ProfileResult,
+  type ProfileTask,
+  type SamplingParams,
+  type WorkerInit,
+} from "../wire/protocol.js";
+import { BatchGate } from "./batch-gate.js";
+import { grammarFor } from "./grammars.js";
+import { modelFingerprint } from "./model-fingerprint.js";
+import { profileSequence } from "./profile.js";
+import { defaultStateDir, StateStore, type StateEntry } from "./state-store.js";
+import { StopSequenceFilter } from "./stop-sequences.js";
+
+/** What happened to a slot's old content and to spilled states before a request ran in it. */
+interface SlotPreparation {
+  restoredTokens: number;
+  evictedTokens: number;
+  spilledTokens: number;
+  /** A state load that failed (the request recomputed instead), with the reason. */
+  restoreFailed?: string;
+}
+
+export class SlotEngine {
+  private constructor(
+    private readonly init: WorkerInit,
+    private readonly llama: Llama,
+    private readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+    private readonly sequences: LlamaContextSequence[],
+    private readonly completions: LlamaCompletion[],
+    private readonly slots: LocalScheduler,
+    private readonly store: StateStore,
+    private readonly gate: BatchGate,
+    readonly loaded: LoadResult,
+  ) {}
+
+  static async load(init: WorkerInit): Promise<SlotEngine> {
+    const started = performance.now();
+    const llama = await getLlama({
+      gpu: init.gpu,
+      // A missing prebuilt binary must fail loudly, not start a source build at request time.
+      build: "never",
+      // Explicit: llama.cpp's default thread count oversubscribes small machines.
+      maxThreads: init.threads,
+      logLevel: LlamaLogLevel.warn,
+    });
+    const model = await llama.loadModel({ modelPath: init.modelPath, gpuLayers: init.gpu === false ? 0 : "auto" });
+    const gate = new BatchGate();
+    const context = await model.createContext({
+      sequences: init.slots,
+      contextSize: init.contextSize,
+      batchSize: init.batchSize,
+      threads: init.threads,
+      batching: {
+        // Every generating sequence's next token in one step (batch-gate.ts).
+        dispatchSchedule: gate.schedule,
+        // Decode tokens first, then the prefill budget by priority group (batch-priority.ts).
+        itemPrioritizationStrategy: ({ items, size }) => {
+          gate.batchStarted();
+          return shareBatch(items, size, init.local.chunkTokens);
+        },
+      },
+    });
+    // Created once, in order: sequence i is slot i (and llama.cpp's sequence id i).
+    const sequences = Array.from({ length: init.slots }, () => context.getSequence());
+    const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
+    const fingerprint = await modelFingerprint(init.modelPath);
+    const store = new StateStore(
+      join(init.spill.dir || defaultStateDir(), `radixgate-${init.hostPid}-${init.workerId}`),
+      { modelFingerprint: fingerprint, contextSize: context.contextSize, slots: init.slots },
+      init.spill.budgetBytes,
+    );
+    // A worker restarted after a crash finds its predecessor's files: they are not its own state.
+    await store.clear();
+    const slots = new LocalScheduler(
+      { slots: init.slots, priorityGroups: init.local.priorityGroups, quotaPerGroup: init.local.quotaPerGroup },
+      { tokensOfSlot: (slot) => sequences[slot]?.contextTokens ?? [], spilledPrefix: (tokens) => store.bestPrefix(tokens, init.local.hitRatioWindowMs)?.length ?? 0 },
+    );
+    const loaded: LoadResult = {
+      workerId: init.workerId,
+      backend: llama.gpu === false ? "cpu" : llama.gpu,
+      contextSize: context.contextSize,
+      slots: init.slots,
+      trainContextSize: model.trainContextSize,
+      loadMs: performance.now() - started,
+      modelFingerprint: fingerprint,
+    };
+    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, loaded);
+  }
+
+  /** Hot reload: the batching strategy reads the settings on every batch; the local scheduler is told. */
+  configure(local: LocalSchedulerSettings): void {
+    this.init.local = local;
+    this.slots.configure({ priorityGroups: local.priorityGroups, quotaPerGroup: local.quotaPerGroup });
+  }
+
+  async dispose(): Promise<void> {
+    await this.store.clear();
+    await this.context.dispose();
+    await this.model.dispose();
+    await this.llama.dispose();
+  }
+
+  async generate(task: GenerateTask): Promise<GenerationResult> {
+    const { port, tokens, sampling } = task;
+    const abort = new AbortController();
+    port.on("message", (message: GenerationControl) => {
+      if (message.type !== "cancel") return;
+      // Still waiting for a slot: leave the queue. Running: stop the generation.
+      if (!this.slots.cancel(task.requestId)) abort.abort();
+    });
+    const send = (event: GenerationEvent) => port.postMessage(event);
+    const queuedAt = performance.now();
+    // Built (or found in the cache) before taking a slot: a schema the worker refuses fails
+    // the request before it starts, so the host can still answer it with a 400.
+    let grammar: LlamaGrammar | undefined;
+    try {
+      grammar = await grammarFor(this.llama, sampling.responseFormat);
+    } catch (error) {
+      send({ type: "done" });
+      port.close();
+      throw new Error(`${RESPONSE_FORMAT_ERROR}${(error as Error).message}`);
+    }
+    const grant = await this.slots.acquire(task.requestId, tokens);
+    if (!grant) {
+      send({ type: "done" });
+      port.close();
+      return cancelledInQueue(tokens.length, performance.now() - queuedAt);
+    }
+    const { slot, group } = grant;
+    try {
+      const sequence = this.sequences[slot]!;
+      const completion = this.completions[slot]!;
+      const preparation = await this.prepareSlot(slot, tokens);
+      // LlamaCompletion re-evaluates from the first token that differs, but always evaluates the
+      // last prompt token itself (it needs its logits): so at most tokens.length - 1 are reused.
+      const cachedTokens = Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
+      const startedAt = performance.now();
+      send({ type: "started", slot, cachedTokens, queueMs: startedAt - queuedAt, restoredTokens: preparation.restoredTokens });
+      let firstTokenAt: number | undefined;
+      let completionTokens = 0;
+      const stops = new StopSequenceFilter(sampling.stop);
+      const sent: string[] = [];
+      const emit = (text: string) => {
+        if (text.length === 0) return;
+        sent.push(text);
+        send({ type: "text", text });
+      };
+      this.gate.begin(slot);
+      let stopReason: string;
+      try {
+        ({
+          metadata: { stopReason },
+        } = await completion.generateCompletionWithMeta(withoutPrependedBos(this.model, tokens), {
+          maxTokens: sampling.maxTokens,
+          temperature: sampling.temperature,
+          topP: sampling.topP,
+          seed: sampling.seed,
+          repeatPenalty: repeatPenaltyOf(sampling),
+          grammar,
+          evaluationPriority: evaluationPriorityOf(group, this.init.local.priorityGroups),
+          signal: abort.signal,
+          stopOnAbortSignal: true,
+          // The host refuses prompts that do not fit; never shift (silently drop) context here.
+          disableContextShift: true,
+          // LlamaCompletion keeps only contextSize - contextShiftSize prompt tokens, even with
+          // shifting disabled (default 10% of the slot): a prompt that fits would silently lose
+          // its start. No room is needed for a shift that never happens.
+          contextShiftSize: 0,
+          onToken: (generated) => {
+            firstTokenAt ??= performance.now();
+            completionTokens += generated.length;
+          },
+          onTextChunk: (text) => {
+            emit(stops.push(text));
+            if (stops.stopped) abort.abort();
+          },
+        }));
+      } finally {
+        this.gate.end(slot);
+      }
+      emit(stops.flush());
+      const finishedAt = performance.now();
+      return {
+        text: sent.join(""),
+        finishReason: stops.stopped ? "stop" : finishReason(stopReason),
+        promptTokens: tokens.length,
+        cachedTokens,
+        restoredTokens: preparation.restoredTokens,
+        evictedTokens: preparation.evictedTokens,
+        spilledTokens: preparation.spilledTokens,
+        ...(preparation.restoreFailed !== undefined ? { restoreFailed: preparation.restoreFailed } : {}),
+        completionTokens,
+        slot,
+        queueMs: startedAt - queuedAt,
+        prefillMs: (firstTokenAt ?? finishedAt) - startedAt,
+        totalMs: finishedAt - queuedAt,
+      };
+    } finally {
+      this.slots.release(slot);
+      send({ type: "done" });
+      port.close();
+    }
+  }
+
+  /** Times this worker in one idle slot (worker/profile.ts), which it leaves empty. */
+  async profile(task: ProfileTask): Promise<ProfileResult> {
+    const { slot } = (await this.slots.acquire(`profile-${performance.now()}`, []))!;
+    const busyAtStart = this.slots.busyCount - 1;
+    try {
+      const measured = await profileSequence(this.model, this.sequences[slot]!, task);
+      const otherBusySlots = Math.max(busyAtStart, this.slots.busyCount - 1);
+      return { workerId: this.init.workerId, slot, otherBusySlots, ...measured };
+    } finally {
+      this.slots.release(slot);
+    }
+  }
+
+  /** Saves a prefix this worker holds, from an idle slot or its store, for another worker to import. */
+  async exportPrefix(task: ExportPrefixTask): Promise<ExportResult | null> {
+    const covers = (held: readonly number[]) => held.length >= task.tokens.length && commonPrefixLength(held, task.tokens) === task.tokens.length;
+    let found = this.store.bestPrefix(task.tokens);
+    if (!found || found.length < task.tokens.length) {
+      const slot = this.slots.reserveIdle((slot) => covers(this.sequences[slot]!.contextTokens));
+      if (slot === undefined) return null;
+      try {
+        const sequence = this.sequences[slot]!;
+        const saved = await this.store.spill(sequence.contextTokens, (file) => sequence.saveStateToFile(file));
+        if (!saved) return null;
+        found = { entry: saved, length: task.tokens.length };
+      } finally {
+        this.slots.release(slot);
+      }
+    }
+    const release = this.store.pin(found.entry);
+    try {
+      const file = await this.store.export(found.entry, join(this.init.spill.dir || defaultStateDir(), `radixgate-${this.init.hostPid}-copies`));
+      return { file, tokens: found.entry.tokens.length, bytes: found.entry.bytes };
+    } finally {
+      release();
+    }
+  }
+
+  /** Adopts another worker's exported state into this worker's store (then removes the export). */
+  async importState(task: ImportStateTask): Promise<ImportResult> {
+    try {
+      const entry = await this.store.adopt(task.file);
+      return { tokens: entry?.tokens.length ?? 0 };
+    } finally {
+      await rm(task.file, { force: true });
+      await rm(`${task.file}.json`, { force: true });
+    }
+  }
+
+  /**
+   * Before a request runs in `slot`: save what the slot is about to lose when it is worth
+   * keeping (long enough, used recently enough), then load back a spilled or copied state
+   * when it holds clearly more of the prompt than the slot does. Neither may fail the
+   * request: a failed save only loses the old content, a failed load leaves the slot empty
+   * (our node-llama-cpp patch clears its cells) and the prompt is computed instead.
+   */
+  private async prepareSlot(slot: number, tokens: readonly number[]): Promise<SlotPreparation> {
+    const sequence = this.sequences[slot]!;
+    const held = sequence.contextTokens;
+    const kept = commonPrefixLength(held, tokens);
+    const evictedTokens = held.length - kept;
+    const spill = this.init.spill;
+    if (spill.budgetBytes <= 0) return { restoredTokens: 0, evictedTokens, spilledTokens: 0 };
+    let spilledTokens = 0;
+    const recent = Date.now() - this.slots.lastUsedMs(slot) <= spill.recentMs;
+    if (evictedTokens >= spill.minTokens && recent && !this.store.covers(held)) {
+      const saved = await this.store.spill(held, (file) => sequence.saveStateToFile(file)).catch(() => undefined);
+      if (saved) spilledTokens = evictedTokens;
+    }
+    const stored = this.store.bestPrefix(tokens);
+    if (!stored || stored.length < kept + MIN_RESTORE_GAIN) return { restoredTokens: 0, evictedTokens, spilledTokens };
+    const failure = await this.loadState(sequence, stored.entry);
+    if (failure !== undefined) return { restoredTokens: 0, evictedTokens: held.length, spilledTokens, restoreFailed: failure };
+    return { restoredTokens: stored.length - kept, evictedTokens, spilledTokens };
+  }
+
+  /** Loads a stored state into `sequence`, its file pinned meanwhile; the reason when it failed. */
+  private async loadState(sequence: LlamaContextSequence, entry: StateEntry): Promise<string | undefined> {
+    const release = this.store.pin(entry);
+    try {
+      await sequence.loadStateFromFile(entry.file, { acceptRisk: true });
+      return undefined;
+    } catch (error) {
+      await this.store.remove(entry);
+      return `loading KV state ${entry.file} failed: ${(error as Error).message}`;
+    } finally {
+      release();
+    }
+  }
+}
+
+/**
+ * OpenAI's presence/frequency penalties on llama.cpp's penalties sampler, over every token
+ * this completion generated (OpenAI counts the whole completion; node-llama-cpp's default
+ * window is 64 and skips the newline token). Both 0 or absent: undefined, which leaves
+ * LlamaCompletion's default untouched (its default builds no penalty sampler at all: the
+ * multiplicative penalty resolves to 1 in the addon, not the documented 1.1).
+ */
+function repeatPenaltyOf(sampling: SamplingParams): LLamaContextualRepeatPenalty | undefined {
+  const presencePenalty = sampling.presencePenalty ?? 0;
+  const frequencyPenalty = sampling.frequencyPenalty ?? 0;
+  if (presencePenalty === 0 && frequencyPenalty === 0) return undefined;
+  return { penalty: 1, presencePenalty, frequencyPenalty, lastTokens: Math.max(1, sampling.maxTokens), penalizeNewLine: true };
+}
+
+function cancelledInQueue(promptTokens: number, queueMs: number): GenerationResult {
+  return {
+    text: "",
+    finishReason: "cancelled",
+    promptTokens,
+    cachedTokens: 0,
+    restoredTokens: 0,
+    evictedTokens: 0,
+    spilledTokens: 0,
+    completionTokens: 0,
+    slot: -1,
+    queueMs,
+    prefillMs: 0,
+    totalMs: queueMs,
+  };
+}
+
+/**
+ * The host sends the exact token list, BOS included when the model wants one (so the global
+ * tree sees what the KV holds). LlamaCompletion prepends that BOS itself: hand it the rest.
+ */
+function withoutPrependedBos(model: LlamaModel, tokens: readonly number[]): Token[] {
+  const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
+  // Token is a branded number in node-llama-cpp; these ids came from the same model's tokenizer.
+  return (bos !== null && tokens[0] === bos ? tokens.slice(1) : tokens.slice()) as Token[];
+}
+
+function finishReason(stopReason: string): FinishReason {
+  switch (stopReason) {
+    case "maxTokens":
+      return "length";
+    case "abort":
+      return "cancelled";
+    default:
+      return "stop";
+  }
+}
