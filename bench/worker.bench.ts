@@ -1,6 +1,6 @@
 // One worker of the `bench` model, driven directly (no HTTP, no scheduler):
 //
-//   npx tsx bench/worker.bench.ts [--lengths 1000,4000,8000] [--repeats 3] [--seed 1]
+//   npx tsx bench/worker.bench.ts [--lengths 1000,4000,8000] [--repeats 3] [--seed 1] [--parts 1,2,3]
 //
 // 1. Cold vs warm TTFT on an idle worker: for each length and repeat, a salted prompt
 //    (a unique first line, so nothing is cached) generated with maxTokens 1 cold, then the
@@ -10,15 +10,21 @@
 //    prefix; A.exportPrefix + B.importState (save + copy through /dev/shm) and B's first
 //    request on it (load + last prompt token + 1 token), versus B computing a prefix of the
 //    same length cold.
+// 3. The used-slot stall probe: a worker with STALL_SLOTS slots; while N = 0 .. slots - 1
+//    other sequences decode long completions, a new ~STALL_PROMPT-token prompt is sent and
+//    its host TTFT taken twice: on a clean slot (the worker's idle slots emptied first) and
+//    on a used slot (every slot first filled with another prompt, so the request must erase
+//    one). Used / clean at each N is the stall; node-llama-cpp's context lock once made it
+//    15x at N = 3.
 //
 // Results go to bench/results/worker.{json,md}.
-import { execSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { ensureModel } from "../models/make-model.js";
+import { gitCommit } from "./git-commit.js";
 import { mulberry32 } from "../src/common/random.js";
 import { WorkerHandle } from "../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../src/engine/host/prompt-preparer.js";
@@ -30,14 +36,27 @@ const { values } = parseArgs({
     lengths: { type: "string", default: "1000,4000,8000" },
     repeats: { type: "string", default: "3" },
     seed: { type: "string", default: "1" },
+    parts: { type: "string", default: "1,2,3" },
   },
 });
+const parts = new Set(values.parts.split(",").map(Number));
 const lengths = values.lengths.split(",").map(Number);
 const repeats = Number(values.repeats);
 const seed = Number(values.seed);
-if (lengths.some((n) => !Number.isInteger(n) || n < 16) || !Number.isInteger(repeats) || repeats < 1 || !Number.isInteger(seed)) {
-  throw new RangeError("usage: --lengths <integers >= 16, comma-separated> --repeats <integer >= 1> --seed <integer>");
+if (
+  lengths.some((n) => !Number.isInteger(n) || n < 16) ||
+  !Number.isInteger(repeats) ||
+  repeats < 1 ||
+  !Number.isInteger(seed) ||
+  parts.size === 0 ||
+  [...parts].some((part) => ![1, 2, 3].includes(part))
+) {
+  throw new RangeError("usage: --lengths <integers >= 16, comma-separated> --repeats <integer >= 1> --seed <integer> --parts <1, 2 and/or 3, comma-separated>");
 }
+/** Part 3: slots of the probed worker, the probe's prompt length, and the decoding requests' length. */
+const STALL_SLOTS = 4;
+const STALL_PROMPT = 800;
+const STALL_DECODE_TOKENS = 3000;
 const MODEL = "bench";
 const THREADS = 1;
 const SLOTS = 2;
@@ -121,6 +140,14 @@ const part2: {
   recomputePrefillMs: number[];
   recomputeCachedTokens: number[];
 }[] = [];
+const part3: {
+  decoding: number;
+  cleanHostMs: number[];
+  usedHostMs: number[];
+  usedEvictedTokens: number[];
+  cleanPromptTokens: number[];
+  usedPromptTokens: number[];
+}[] = [];
 let textFallbacks = 0;
 let loadMs: number[] = [];
 const started = Date.now();
@@ -173,7 +200,7 @@ try {
   for (const worker of [a, b]) await timed(worker, `warmup-${worker.id}`, await chat(`warm-up ${salt()}`));
 
   // Part 1: cold vs warm on worker a, idle.
-  for (const target of lengths) {
+  for (const target of parts.has(1) ? lengths : []) {
     const row = { target, promptTokens: [] as number[], coldPrefillMs: [] as number[], coldHostMs: [] as number[], warmPrefillMs: [] as number[], warmHostMs: [] as number[], warmCachedTokens: [] as number[] };
     part1.push(row);
     for (let r = 0; r < repeats; r++) {
@@ -196,7 +223,7 @@ try {
   }
 
   // Part 2: copy a -> b vs recompute on b.
-  for (const target of lengths) {
+  for (const target of parts.has(2) ? lengths : []) {
     const row: (typeof part2)[number] = {
       target,
       promptTokens: [],
@@ -258,6 +285,66 @@ try {
       );
     }
   }
+
+  // Part 3: the used-slot stall probe, on a worker of its own with STALL_SLOTS slots.
+  if (parts.has(3)) {
+    const probe = new WorkerHandle({ ...init("stall"), slots: STALL_SLOTS, contextSize: 4096 });
+    workers.push(probe);
+    await probe.start();
+    if (!wordsFor.has(STALL_PROMPT)) {
+      let words = Math.round(STALL_PROMPT / 1.6);
+      for (let pass = 0; pass < 2; pass++) words = Math.max(1, Math.round(words * (STALL_PROMPT / (await chat(`run ${"0".repeat(16)}\n${document(words)}`)).length)));
+      wordsFor.set(STALL_PROMPT, words);
+    }
+    await timed(probe, "warmup-stall", await chat(`warm-up ${salt()}`));
+    /** N long completions started and each past its first token; abort() stops them. */
+    const startDecoding = async (count: number, label: string) => {
+      const abort = new AbortController();
+      const firstTexts: Promise<void>[] = [];
+      const running: Promise<GenerationResult>[] = [];
+      for (let i = 0; i < count; i++) {
+        let seen!: () => void;
+        firstTexts.push(new Promise((resolve) => (seen = resolve)));
+        const tokens = await chat(`decode ${salt()} ${i}`);
+        running.push(probe.generate(`${label}-decode-${i}`, tokens, { ...SAMPLING, maxTokens: STALL_DECODE_TOKENS }, { onText: seen, signal: abort.signal }));
+      }
+      await Promise.all(firstTexts);
+      return async () => {
+        abort.abort();
+        const results = await Promise.all(running);
+        if (results.some((result) => result.finishReason !== "cancelled")) throw new Error(`a decoding request ended before the probe did: raise STALL_DECODE_TOKENS`);
+      };
+    };
+    for (let decoding = 0; decoding < STALL_SLOTS; decoding++) {
+      const row = { decoding, cleanHostMs: [] as number[], usedHostMs: [] as number[], usedEvictedTokens: [] as number[], cleanPromptTokens: [] as number[], usedPromptTokens: [] as number[] };
+      part3.push(row);
+      for (let r = 0; r < repeats; r++) {
+        // Clean: every slot emptied, N decoders take N of them, the probe gets an empty one.
+        await probe.clearIdleSlots();
+        let stop = await startDecoding(decoding, `p3-${decoding}-${r}-clean`);
+        const cleanTokens = await saltedPrompt(STALL_PROMPT);
+        const clean = await timed(probe, `p3-${decoding}-${r}-clean`, cleanTokens);
+        await stop();
+        if (clean.result.evictedTokens > 0) throw new Error(`the clean probe evicted ${clean.result.evictedTokens} tokens`);
+        // Used: every slot first holds another prompt of the same length; the decoders and the
+        // probe each erase one.
+        await probe.clearIdleSlots();
+        await Promise.all(Array.from({ length: STALL_SLOTS }, async (_, i) => timed(probe, `p3-${decoding}-${r}-fill-${i}`, await saltedPrompt(STALL_PROMPT))));
+        stop = await startDecoding(decoding, `p3-${decoding}-${r}-used`);
+        const usedTokens = await saltedPrompt(STALL_PROMPT);
+        const used = await timed(probe, `p3-${decoding}-${r}-used`, usedTokens);
+        await stop();
+        if (used.result.evictedTokens === 0) throw new Error("the used-slot probe found an empty slot");
+        textFallbacks += Number(!clean.sawText) + Number(!used.sawText);
+        row.cleanHostMs.push(clean.hostTtftMs);
+        row.usedHostMs.push(used.hostTtftMs);
+        row.usedEvictedTokens.push(used.result.evictedTokens);
+        row.cleanPromptTokens.push(cleanTokens.length);
+        row.usedPromptTokens.push(usedTokens.length);
+        log(`part 3 with ${decoding} decoding, repeat ${r + 1}/${repeats}: clean slot ${ms(clean.hostTtftMs)} ms, used slot ${ms(used.hostTtftMs)} ms (${used.result.evictedTokens} tokens erased)`);
+      }
+    }
+  }
 } finally {
   // Always close: a process that exits with llama.cpp threads alive aborts natively.
   await Promise.allSettled([...workers.map((worker) => worker.close()), preparer?.close()]);
@@ -268,12 +355,10 @@ const wallSeconds = (Date.now() - started) / 1000;
 const cpuUsed = process.cpuUsage(cpuAtStart);
 const cpuSeconds = (cpuUsed.user + cpuUsed.system) / 1e6;
 const contention = { loadAverage1mAtStart: loadAtStart, loadAverage1mAtEnd: loadavg()[0]!, cpuSeconds, wallSeconds, cpuOverWall: cpuSeconds / wallSeconds };
-const git = (args: string) => execSync(`git ${args}`).toString().trim();
-const commit = git("rev-parse --short HEAD");
-const dirty = git("status --porcelain -- src models").length > 0;
+const commit = gitCommit(["src", "bench", "models", "patches", "package-lock.json"]);
 const cpu = cpus();
 const machine = `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
-const command = `npx tsx bench/worker.bench.ts --lengths ${lengths.join(",")} --repeats ${repeats} --seed ${seed}`;
+const command = `npx tsx bench/worker.bench.ts --lengths ${lengths.join(",")} --repeats ${repeats} --seed ${seed} --parts ${[...parts].join(",")}`;
 
 const part1Rows = part1.map((row) => ({
   ...row,
@@ -306,10 +391,16 @@ const part2Rows = part2.map((row) => {
   };
 });
 
+const part3Rows = part3.map((row) => ({
+  ...row,
+  medianCleanHostMs: median(row.cleanHostMs),
+  medianUsedHostMs: median(row.usedHostMs),
+  usedOverClean: median(row.usedHostMs) / median(row.cleanHostMs),
+}));
+const idleClean = part3Rows[0]?.medianCleanHostMs;
 const result = {
   date: new Date().toISOString(),
   commit,
-  uncommittedChangesInSrc: dirty,
   machine,
   node: process.version,
   command,
@@ -325,6 +416,7 @@ const result = {
   contention,
   coldWarm: part1Rows,
   copyVsRecompute: part2Rows,
+  usedSlotStall: { slots: STALL_SLOTS, promptTokens: STALL_PROMPT, decodeTokens: STALL_DECODE_TOKENS, target: "used / clean <= 1.5 at every N", rows: part3Rows },
 };
 mkdirSync("bench/results", { recursive: true });
 writeFileSync("bench/results/worker.json", `${JSON.stringify(result, null, 2)}\n`);
@@ -348,21 +440,44 @@ const table2 = [
       `${row.recomputeOverCopy.toFixed(1)}x | ${median(row.restoredTokens)} | ${row.sameTextAsSource.filter(Boolean).length}/${repeats} | ${repeats} |`,
   ),
 ];
+const table3 = [
+  "| decoding alongside (N) | clean slot TTFT (ms) | used slot TTFT (ms) | used / clean | used / idle clean | tokens erased | n |",
+  "| --- | --- | --- | --- | --- | --- | --- |",
+  ...part3Rows.map(
+    (row) =>
+      `| ${row.decoding} | ${ms(row.medianCleanHostMs)} | ${ms(row.medianUsedHostMs)} | ${row.usedOverClean.toFixed(2)}x | ` +
+      `${(row.medianUsedHostMs / idleClean!).toFixed(2)}x | ${median(row.usedEvictedTokens)} | ${repeats} |`,
+  ),
+];
+const section = (title: string, table: string[], note: string) => (table.length > 2 ? `## ${title}\n\n${table.join("\n")}\n\n${note}\n\n` : "");
 writeFileSync(
   "bench/results/worker.md",
   `# One worker, driven directly: cold vs warm, copy vs recompute\n\n` +
-    `Machine: ${machine}, Node ${process.version}. Commit ${commit}${dirty ? " (with uncommitted changes in src/)" : ""}, ${result.date}.\n` +
+    `Machine: ${machine}, Node ${process.version}. Commit ${commit}, ${result.date}.\n` +
     `Load average ${contention.loadAverage1mAtStart.toFixed(1)} at start, ${contention.loadAverage1mAtEnd.toFixed(1)} at end; ` +
     `the process used ${contention.cpuOverWall.toFixed(2)} CPU s per wall s (about 1 when nothing else runs), ${contention.wallSeconds.toFixed(0)} s in all.\n` +
     `Command: \`${command}\`. Model \`bench\` (25.2M parameters, CPU), ${THREADS} thread per worker, ` +
     `context ${CONTEXT_SIZE} x ${SLOTS} slots, batch 512, maxTokens 1, greedy; medians of ${repeats}; every prompt newly salted (seed ${seed}).\n\n` +
-    `## Cold vs warm TTFT, one idle worker\n\n${table1.join("\n")}\n\n` +
-    `Prefill = the worker's prefillMs (slot taken -> first token); host TTFT = generate() called -> first onText. ` +
-    `Warm = the same prompt again: the slot still holds it, only the last prompt token is evaluated.\n\n` +
-    `## Copy vs recompute of a prefix between two workers\n\n${table2.join("\n")}\n\n` +
-    `Copy = A.exportPrefix (save the slot's KV state to ${defaultStateDir()}, copy it out) + B.importState (copy into B's store) ` +
-    `+ B's first request on the prompt (load the state into a slot, evaluate the last prompt token, 1 token; host time to first text, ` +
-    `the load being the request's queueMs). Recompute = B's host TTFT for a cold prompt of the same length (salted differently, ` +
-    `since B then holds the copied one). Same text = B's greedy token after the copy equals A's.\n`,
+    section(
+      "Cold vs warm TTFT, one idle worker",
+      table1,
+      `Prefill = the worker's prefillMs (slot taken -> first token); host TTFT = generate() called -> first onText. ` +
+        `Warm = the same prompt again: the slot still holds it, only the last prompt token is evaluated.`,
+    ) +
+    section(
+      "Copy vs recompute of a prefix between two workers",
+      table2,
+      `Copy = A.exportPrefix (save the slot's KV state to ${defaultStateDir()}, copy it out) + B.importState (copy into B's store) ` +
+        `+ B's first request on the prompt (load the state into a slot, evaluate the last prompt token, 1 token; host time to first text, ` +
+        `the load being the request's queueMs). Recompute = B's host TTFT for a cold prompt of the same length (salted differently, ` +
+        `since B then holds the copied one). Same text = B's greedy token after the copy equals A's.`,
+    ) +
+    section(
+      `Used-slot stall: a ~${STALL_PROMPT}-token prompt while N other sequences decode (${STALL_SLOTS} slots)`,
+      table3,
+      `Host TTFT (generate() -> first text, maxTokens 1) of a new salted prompt while N long completions decode in the same worker. ` +
+        `Clean slot: the worker's idle slots were emptied first. Used slot: every slot first held another prompt of the same length, ` +
+        `so the request erases one before its prefill. Target: used / clean <= 1.5x at every N. "Used / idle clean" compares with N = 0 on a clean slot.`,
+    ),
 );
-console.log(`${table1.join("\n")}\n\n${table2.join("\n")}`);
+console.log([table1, table2, table3].map((table) => table.join("\n")).join("\n\n"));

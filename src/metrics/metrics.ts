@@ -34,6 +34,10 @@ export const METRIC_NAMES = [
   "radixgate_worker_evictions_total",
   "radixgate_worker_spills_total",
   "radixgate_worker_restores_total",
+  "radixgate_worker_restore_failures_total",
+  "radixgate_worker_decode_steps_total",
+  "radixgate_worker_decode_tokens_total",
+  "radixgate_worker_prefill_tokens_total",
   "radixgate_placements_total",
   "radixgate_replications_total",
   "radixgate_prefix_copies_total",
@@ -57,6 +61,7 @@ export class Metrics implements ServingObserver {
   private readonly evictions: Counter<"worker">;
   private readonly spills: Counter<"worker">;
   private readonly restores: Counter<"worker">;
+  private readonly restoreFailures: Counter<"worker">;
   private readonly placements: Counter<"policy" | "reason">;
   private readonly replications: Counter;
   private readonly copies: Counter<"outcome">;
@@ -78,6 +83,7 @@ export class Metrics implements ServingObserver {
     this.evictions = new Counter({ name: "radixgate_worker_evictions_total", help: "Slot contents discarded (LRU) to serve another request.", labelNames: ["worker"], registers });
     this.spills = new Counter({ name: "radixgate_worker_spills_total", help: "Evicted slot contents saved to the worker's state store.", labelNames: ["worker"], registers });
     this.restores = new Counter({ name: "radixgate_worker_restores_total", help: "Requests whose prefix was loaded back from a spilled or copied state.", labelNames: ["worker"], registers });
+    this.restoreFailures = new Counter({ name: "radixgate_worker_restore_failures_total", help: "Stored KV states that failed to load (the request computed its prompt instead).", labelNames: ["worker"], registers });
     this.placements = new Counter({ name: "radixgate_placements_total", help: "Placements by policy and reason (exploit, explore, rebalance, replicate, ...).", labelNames: ["policy", "reason"], registers });
     this.replications = new Counter({ name: "radixgate_replications_total", help: "Hot prefixes sent to a second worker.", registers });
     this.copies = new Counter({ name: "radixgate_prefix_copies_total", help: "KV prefix copies between workers by outcome.", labelNames: ["outcome"], registers });
@@ -108,6 +114,33 @@ export class Metrics implements ServingObserver {
         for (const worker of fleet.workers) this.set({ worker: worker.engine.id }, worker.restarts);
       },
     });
+
+    // The worker's own counters, asked for at scrape time (a worker that is down is left out).
+    const batchCounters = [
+      ["radixgate_worker_decode_steps_total", "llama.cpp decode steps (batches) of the worker.", "steps"],
+      ["radixgate_worker_decode_tokens_total", "Generated tokens decoded; over decode steps, the sequences a step carried.", "decodeTokens"],
+      ["radixgate_worker_prefill_tokens_total", "Prompt tokens the worker evaluated.", "prefillTokens"],
+    ] as const;
+    const statsOfLiveWorkers = async () =>
+      Promise.all(fleet.workers.filter((worker) => worker.alive).map(async (worker) => ({ worker: worker.engine.id, stats: await worker.engine.stats().catch(() => undefined) })));
+    let pending: ReturnType<typeof statsOfLiveWorkers> | undefined;
+    for (const [name, help, field] of batchCounters) {
+      new Gauge({
+        name,
+        help,
+        labelNames: ["worker"],
+        registers,
+        async collect() {
+          // One stats task per worker per scrape, shared by the three counters.
+          pending ??= statsOfLiveWorkers().finally(() => setImmediate(() => (pending = undefined)));
+          for (const { worker, stats } of await pending) if (stats) this.set({ worker }, stats[field]);
+        },
+      });
+    }
+  }
+
+  restoreFailed(workerId: string): void {
+    this.restoreFailures.inc({ worker: workerId });
   }
 
   /** Fastify's onResponse: counts and times every HTTP request by its route pattern. */

@@ -40,6 +40,26 @@ export function shareBatch<T extends PendingBatchItem>(items: readonly T[], size
   return shares;
 }
 
+/** What a worker's batches carried since it started: decode steps, and the tokens in them. */
+export interface BatchStats {
+  /** Batches dispatched (each one llama.cpp decode step). */
+  steps: number;
+  /** Generated tokens decoded (one per generating sequence per step). */
+  decodeTokens: number;
+  /** Prompt tokens evaluated. */
+  prefillTokens: number;
+}
+
+/** Adds one batch's shares to `stats`. */
+export function countBatch(stats: BatchStats, shares: readonly BatchShare<PendingBatchItem>[]): void {
+  if (shares.length === 0) return;
+  stats.steps++;
+  for (const { item, processAmount } of shares) {
+    if (item.tokens.length === 1) stats.decodeTokens++;
+    else stats.prefillTokens += processAmount;
+  }
+}
+
 /** Priority group 0..P-1 -> node-llama-cpp's evaluation priority 1..5. */
 export function evaluationPriorityOf(group: number, priorityGroups: number): 1 | 2 | 3 | 4 | 5 {
   return (1 + Math.min(4, Math.floor((group * 5) / priorityGroups))) as 1 | 2 | 3 | 4 | 5;

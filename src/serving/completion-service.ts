@@ -152,19 +152,45 @@ export class CompletionService {
     }
   }
 
+  /**
+   * The deadline is kept here, on the host, not left to the worker: when it passes, the
+   * worker is told to drop the request (like a client disconnect) and the client gets its
+   * 504 at once, even from a worker that is stuck and never answers. Whatever the worker
+   * still sends for the request after that is dropped; its bookkeeping (the scheduler's
+   * in-flight count, the slot report) settles when the worker does finish.
+   */
   private async completeWithDeadline(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
     if (this.limits.requestTimeoutMs <= 0) return this.completeUntil(job, hooks);
-    // The deadline cancels the work like a client disconnect does, then answers 504.
     const deadline = AbortSignal.timeout(this.limits.requestTimeoutMs);
     const signal = job.signal ? AbortSignal.any([job.signal, deadline]) : deadline;
-    const outcome = await this.completeUntil({ ...job, signal }, hooks);
-    if (deadline.aborted && outcome.finishReason === "cancelled") {
-      throw new ServingError(
+    const exceeded = () =>
+      new ServingError(
         "deadline_exceeded",
         `The request ran past its deadline of ${this.limits.requestTimeoutMs} ms (generation.requestTimeoutMs) and was cancelled; ask for fewer tokens or raise the deadline.`,
       );
+    const live = (): boolean => !deadline.aborted;
+    const work = this.completeUntil(
+      { ...job, signal },
+      {
+        onStarted: (start) => live() && hooks.onStarted?.(start),
+        onText: (text) => live() && hooks.onText?.(text),
+      },
+    );
+    let onDeadline!: () => void;
+    const passed = new Promise<"deadline">((resolve) => (onDeadline = () => resolve("deadline")));
+    deadline.addEventListener("abort", onDeadline, { once: true });
+    try {
+      const outcome = await Promise.race([work, passed]);
+      if (outcome === "deadline") {
+        // The worker's own answer (cancelled, or an error) arrives later and is not the client's.
+        work.catch(() => undefined);
+        throw exceeded();
+      }
+      if (deadline.aborted && outcome.finishReason === "cancelled") throw exceeded();
+      return outcome;
+    } finally {
+      deadline.removeEventListener("abort", onDeadline);
     }
-    return outcome;
   }
 
   private async completeUntil(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
@@ -273,6 +299,7 @@ export class CompletionService {
           },
         },
       );
+      if (result.restoreFailed !== undefined) this.observer.restoreFailed?.(ticket.workerId, job.requestId, result.restoreFailed);
       return { ...result, workerId: ticket.workerId, placement: ticket.placement };
     } catch (error) {
       if (error instanceof WorkerDiedError) {

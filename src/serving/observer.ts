@@ -31,6 +31,8 @@ export interface ServingObserver {
   failover?(fromWorkerId: string): void;
   /** A hot-prefix copy ran; `error` says why it failed (a failed copy only costs the recompute). */
   copied?(copy: CopyAction, ok: boolean, error?: string): void;
+  /** A worker could not load a stored KV state for a request, which then computed its prompt. */
+  restoreFailed?(workerId: string, requestId: string, reason: string): void;
 }
 
 /** One observer that tells several. */
@@ -41,15 +43,17 @@ export function observeAll(...observers: ServingObserver[]): ServingObserver {
     requestFinished: (record) => observers.forEach((o) => o.requestFinished?.(record)),
     failover: (workerId) => observers.forEach((o) => o.failover?.(workerId)),
     copied: (copy, ok, error) => observers.forEach((o) => o.copied?.(copy, ok, error)),
+    restoreFailed: (workerId, requestId, reason) => observers.forEach((o) => o.restoreFailed?.(workerId, requestId, reason)),
   };
 }
 
-/** One structured log line per finished request (and one per failed prefix copy). */
+/** One structured log line per finished request (and one per failed prefix copy or state load). */
 export function requestLog(log: () => { info(object: object, message: string): void; warn(object: object, message: string): void }): ServingObserver {
   return {
     copied: (copy, ok, error) => {
       if (!ok) log().warn({ from: copy.fromWorkerId, to: copy.toWorkerId, tokens: copy.tokens.length, error }, "prefix copy failed; the target recomputes it");
     },
+    restoreFailed: (workerId, requestId, reason) => log().warn({ worker: workerId, requestId, error: reason }, "KV state load failed; the request computed its prompt instead"),
     requestFinished: (record) =>
       log().info(
         {

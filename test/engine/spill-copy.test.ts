@@ -1,9 +1,9 @@
 // Spilled KV states and prefix copies between workers, on real llama.cpp (tiny model).
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, truncate } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
+import { WorkerHandle, type Isolation } from "../../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { ensureModel, makeModel } from "../../models/make-model.js";
 import { workerInit } from "../helpers/worker-init.js";
@@ -82,5 +82,66 @@ describe("copy across workers", () => {
 
   it("exports nothing for a prefix the worker does not hold", async () => {
     expect(await source.exportPrefix(await prompt("never seen by this worker"))).toBeNull();
+  });
+});
+
+/** Every state file under `root` (the workers' stores are folders in it). */
+async function stateFiles(root: string): Promise<string[]> {
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  return entries.filter((entry) => entry.isFile() && entry.name.endsWith(".state")).map((entry) => join(entry.parentPath, entry.name));
+}
+
+describe.each<Isolation>(["thread", "process"])("a stored state that cannot be loaded (%s isolation)", (isolation) => {
+  let worker: WorkerHandle;
+  let storeRoot: string;
+  let first: number[];
+  let second: number[];
+  let firstCold: string;
+  let secondCold: string;
+
+  beforeAll(async () => {
+    storeRoot = await mkdtemp(join(tmpdir(), "radixgate-broken-"));
+    const modelPath = await ensureModel("tiny");
+    worker = new WorkerHandle(workerInit(modelPath, { workerId: `broken-${isolation}`, slots: 1, spill: { budgetBytes: 64 * 1024 * 1024, minTokens: 16, recentMs: 600_000, dir: storeRoot } }), { isolation });
+    await worker.start();
+    first = await prompt(`broken first ${"a conversation long enough to spill ".repeat(15)}`);
+    second = await prompt(`broken second ${"another conversation that evicts it ".repeat(15)}`);
+    firstCold = (await worker.generate("cold-1", first, greedy)).text;
+    secondCold = (await worker.generate("cold-2", second, greedy)).text;
+  });
+
+  afterAll(async () => {
+    await worker?.close();
+    await rm(storeRoot, { recursive: true, force: true });
+  });
+
+  it("recomputes when the state file was deleted, and the slot stays consistent", async () => {
+    // The slot holds the second conversation; the first one's KV is in a file of the store.
+    expect((await stateFiles(storeRoot)).length).toBeGreaterThan(0);
+    for (const file of await stateFiles(storeRoot)) await rm(file);
+    const again = await worker.generate("after-delete", first, greedy);
+    expect(again.restoredTokens).toBe(0);
+    expect(again.restoreFailed).toMatch(/loading KV state .* failed/);
+    expect(again.text).toBe(firstCold);
+    // The slot now really holds the first conversation: the next turn reuses it, and decodes.
+    const reused = await worker.generate("reuse-after-delete", first, greedy);
+    expect(reused.cachedTokens).toBe(first.length - 1);
+    expect(reused.text).toBe(firstCold);
+  });
+
+  it("recomputes when the state file was cut short, and the slot stays consistent", async () => {
+    // Evict the first conversation again (the second is loaded back, the first spilled)...
+    expect((await worker.generate("evict", second, greedy)).text).toBe(secondCold);
+    const files = await stateFiles(storeRoot);
+    expect(files.length).toBeGreaterThan(0);
+    // ...then damage every stored state.
+    for (const file of files) await truncate(file, 64);
+    const again = await worker.generate("after-truncate", first, greedy);
+    expect(again.restoredTokens).toBe(0);
+    expect(again.restoreFailed).toMatch(/loading KV state .* failed/);
+    expect(again.text).toBe(firstCold);
+    const reused = await worker.generate("reuse-after-truncate", first, greedy);
+    expect(reused.cachedTokens).toBe(first.length - 1);
+    expect(reused.text).toBe(firstCold);
   });
 });

@@ -118,3 +118,52 @@ describe("per-request deadlines", () => {
     expect(quick.usage?.completion_tokens).toBe(2);
   });
 });
+
+describe("deadlines kept by the host", () => {
+  let frozen: TestServer;
+
+  beforeAll(async () => {
+    frozen = await startTestServer({ workers: 1, slots: 2, isolation: "process", requestTimeoutMs: 1500 });
+  });
+
+  afterAll(async () => {
+    await frozen?.close();
+  });
+
+  async function inFlight(): Promise<number> {
+    const body = (await (await fetch(frozen.baseURL.replace(/\/v1$/, "/health"))).json()) as Health;
+    return body.workers[0]?.in_flight ?? 0;
+  }
+
+  it("answers 504 on time while the worker is frozen (SIGSTOP), streamed or not, and the worker drops the requests", async () => {
+    const pid = frozen.radixgate.fleet.get("w0")!.engine.pid!;
+    const plain = frozen.client.chat.completions
+      .create({ model: TINY_MODEL, messages: [{ role: "user", content: "frozen" }], max_tokens: 1900 })
+      .then(
+        () => undefined,
+        (error: { status?: number; message: string }) => error,
+      );
+    const streamed = fetch(`${frozen.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "frozen stream" }], max_tokens: 1900, stream: true }),
+    }).then((response) => response.text());
+    await until(inFlight, (count) => count >= 2);
+    process.kill(pid, "SIGSTOP");
+    try {
+      const late = await plain;
+      expect(late?.status).toBe(504);
+      expect(late?.message).toMatch(/deadline of 1500 ms \(generation\.requestTimeoutMs\)/);
+      // The stream had its headers out: it ends with an error event in OpenAI's shape.
+      const events = await streamed;
+      expect(events).toMatch(/"code":"deadline_exceeded"/);
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+    // Thawed, the worker receives the cancels, drops both requests and serves again.
+    await until(inFlight, (count) => count === 0);
+    expect(frozen.radixgate.fleet.get("w0")!.engine.finished.cancelled).toBeGreaterThanOrEqual(2);
+    const quick = await frozen.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "short" }], max_tokens: 2 });
+    expect(quick.usage?.completion_tokens).toBe(2);
+  });
+});

@@ -1,6 +1,6 @@
 // The spilled-state store without llama.cpp: states are plain files here.
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { access, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -25,6 +25,37 @@ describe("StateStore", () => {
     expect(s.bestPrefix([7])).toBeUndefined();
     expect(s.covers([1, 2, 3])).toBe(true);
     expect(s.covers([1, 2, 3, 4, 5])).toBe(false);
+  });
+
+  it("never evicts a state while it is being loaded, and evicts it once released", async () => {
+    const { store: s, clock } = store(25);
+    clock.now = 1;
+    const loading = (await s.spill([1], save(10)))!;
+    const release = s.pin(loading);
+    clock.now = 2;
+    await s.spill([2], save(10));
+    // [1] is pinned: over budget, the next least recently used goes instead.
+    clock.now = 3;
+    await s.spill([3], save(10));
+    await access(loading.file);
+    expect(s.bestPrefix([1])?.entry).toBe(loading);
+    expect(s.bestPrefix([2])).toBeUndefined();
+    release();
+    release(); // twice is harmless
+    clock.now = 4;
+    // Pinning marked it used at 1 -> now touched at 1 still the oldest: the next spill evicts it.
+    await s.spill([4], save(10));
+    expect(s.bestPrefix([1])).toBeUndefined();
+    await expect(access(loading.file)).rejects.toThrow();
+  });
+
+  it("drops an entry whose file turned out unusable", async () => {
+    const { store: s } = store(100);
+    const entry = (await s.spill([5, 6], save(10)))!;
+    await s.remove(entry);
+    expect(s.size).toBe(0);
+    expect(s.bytes).toBe(0);
+    await expect(access(entry.file)).rejects.toThrow();
   });
 
   it("keeps within its byte budget by dropping the least recently used state", async () => {

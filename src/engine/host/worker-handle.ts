@@ -2,6 +2,7 @@
 // holds the model, and the generations streaming back from it. A worker that dies can be
 // restarted: a fresh runner loads the model again.
 import type {
+  ClearedSlots,
   ExportResult,
   ImportResult,
   FinishReason,
@@ -13,6 +14,7 @@ import type {
   ProfileTask,
   SamplingParams,
   WorkerInit,
+  WorkerStats,
   WorkerTask,
   GenerateTask,
 } from "../wire/protocol.js";
@@ -122,6 +124,16 @@ export class WorkerHandle {
   /** Takes in another worker's exported state; rejects when it was made for another model or context. */
   async importState(file: string): Promise<ImportResult> {
     return (await this.run({ kind: "import-state", file })) as ImportResult;
+  }
+
+  /** Empties every idle slot; the slots emptied (tell the global tree). */
+  async clearIdleSlots(): Promise<number[]> {
+    return ((await this.run({ kind: "clear-idle-slots" })) as ClearedSlots).slots;
+  }
+
+  /** Counters of the worker's batches and state store. */
+  async stats(): Promise<WorkerStats> {
+    return (await this.run({ kind: "stats" })) as WorkerStats;
   }
 
   /** Hot reload of the local scheduler's settings. */

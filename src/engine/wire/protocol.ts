@@ -152,7 +152,33 @@ export interface ConfigureTask {
   local: LocalSchedulerSettings;
 }
 
-export type WorkerTask = LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask | ConfigureTask;
+/** Counters of the worker's batches and its state store. */
+export interface StatsTask {
+  kind: "stats";
+}
+
+export interface WorkerStats {
+  /** llama.cpp decode steps (batches) since the worker started. */
+  steps: number;
+  /** Generated tokens decoded in them: decodeTokens / steps is how many sequences a step carried. */
+  decodeTokens: number;
+  /** Prompt tokens evaluated in them. */
+  prefillTokens: number;
+  /** KV states in the worker's store, and their bytes. */
+  storedStates: number;
+  storedBytes: number;
+}
+
+/** Empty every idle slot (running requests keep theirs). */
+export interface ClearIdleSlotsTask {
+  kind: "clear-idle-slots";
+}
+
+export interface ClearedSlots {
+  slots: number[];
+}
+
+export type WorkerTask = ClearIdleSlotsTask | LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask | ConfigureTask | StatsTask;
 
 /** What a profile measured, in milliseconds. */
 export interface ProfileResult {

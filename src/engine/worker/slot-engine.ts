@@ -17,7 +17,7 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { commonPrefixLength } from "../../common/tokens.js";
-import { evaluationPriorityOf, shareBatch } from "../../scheduler/batch-priority.js";
+import { countBatch, evaluationPriorityOf, shareBatch, type BatchStats } from "../../scheduler/batch-priority.js";
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import {
   MIN_RESTORE_GAIN,
@@ -37,6 +37,7 @@ import {
   type ProfileTask,
   type SamplingParams,
   type WorkerInit,
+  type WorkerStats,
 } from "../wire/protocol.js";
 import { BatchGate } from "./batch-gate.js";
 import { grammarFor } from "./grammars.js";
@@ -65,6 +66,7 @@ export class SlotEngine {
     private readonly slots: LocalScheduler,
     private readonly store: StateStore,
     private readonly gate: BatchGate,
+    private readonly batches: BatchStats,
     readonly loaded: LoadResult,
   ) {}
 
@@ -80,6 +82,7 @@ export class SlotEngine {
     });
     const model = await llama.loadModel({ modelPath: init.modelPath, gpuLayers: init.gpu === false ? 0 : "auto" });
     const gate = new BatchGate();
+    const batches: BatchStats = { steps: 0, decodeTokens: 0, prefillTokens: 0 };
     const context = await model.createContext({
       sequences: init.slots,
       contextSize: init.contextSize,
@@ -91,7 +94,9 @@ export class SlotEngine {
         // Decode tokens first, then the prefill budget by priority group (batch-priority.ts).
         itemPrioritizationStrategy: ({ items, size }) => {
           gate.batchStarted();
-          return shareBatch(items, size, init.local.chunkTokens);
+          const shares = shareBatch(items, size, init.local.chunkTokens);
+          countBatch(batches, shares);
+          return shares;
         },
       },
     });
@@ -119,13 +124,37 @@ export class SlotEngine {
       loadMs: performance.now() - started,
       modelFingerprint: fingerprint,
     };
-    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, loaded);
+    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, loaded);
   }
 
   /** Hot reload: the batching strategy reads the settings on every batch; the local scheduler is told. */
   configure(local: LocalSchedulerSettings): void {
     this.init.local = local;
     this.slots.configure({ priorityGroups: local.priorityGroups, quotaPerGroup: local.quotaPerGroup });
+  }
+
+  /**
+   * Empties every idle slot that holds tokens (running requests keep theirs); the slots
+   * emptied. The host tells the global tree.
+   */
+  async clearIdleSlots(): Promise<number[]> {
+    const cleared: number[] = [];
+    for (let slot = 0; slot < this.sequences.length; slot++) {
+      const sequence = this.sequences[slot]!;
+      if (this.slots.reserveIdle((idle) => idle === slot && sequence.contextTokens.length > 0) === undefined) continue;
+      try {
+        await sequence.clearHistory();
+        cleared.push(slot);
+      } finally {
+        this.slots.release(slot);
+      }
+    }
+    return cleared;
+  }
+
+  /** What the worker's batches carried so far (a decode step's fill is decodeTokens / steps under load). */
+  stats(): WorkerStats {
+    return { ...this.batches, storedStates: this.store.size, storedBytes: this.store.bytes };
   }
 
   async dispose(): Promise<void> {
