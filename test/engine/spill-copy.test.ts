@@ -115,18 +115,23 @@ describe.each<Isolation>(["thread", "process"])("a stored state that cannot be l
     await rm(storeRoot, { recursive: true, force: true });
   });
 
+  /** The first conversation again: its state fails to load, it is computed, and the slot then really holds it. */
+  async function expectRecomputedThenReused(label: string): Promise<void> {
+    const again = await worker.generate(`after-${label}`, first, greedy);
+    expect(again.restoredTokens).toBe(0);
+    expect(again.restoreFailed).toMatch(/loading KV state .* failed/);
+    expect(again.text).toBe(firstCold);
+    // The next turn reuses the slot's content and decodes: the slot is consistent.
+    const reused = await worker.generate(`reuse-after-${label}`, first, greedy);
+    expect(reused.cachedTokens).toBe(first.length - 1);
+    expect(reused.text).toBe(firstCold);
+  }
+
   it("recomputes when the state file was deleted, and the slot stays consistent", async () => {
     // The slot holds the second conversation; the first one's KV is in a file of the store.
     expect((await stateFiles(storeRoot)).length).toBeGreaterThan(0);
     for (const file of await stateFiles(storeRoot)) await rm(file);
-    const again = await worker.generate("after-delete", first, greedy);
-    expect(again.restoredTokens).toBe(0);
-    expect(again.restoreFailed).toMatch(/loading KV state .* failed/);
-    expect(again.text).toBe(firstCold);
-    // The slot now really holds the first conversation: the next turn reuses it, and decodes.
-    const reused = await worker.generate("reuse-after-delete", first, greedy);
-    expect(reused.cachedTokens).toBe(first.length - 1);
-    expect(reused.text).toBe(firstCold);
+    await expectRecomputedThenReused("delete");
   });
 
   it("recomputes when the state file was cut short, and the slot stays consistent", async () => {
@@ -136,12 +141,6 @@ describe.each<Isolation>(["thread", "process"])("a stored state that cannot be l
     expect(files.length).toBeGreaterThan(0);
     // ...then damage every stored state.
     for (const file of files) await truncate(file, 64);
-    const again = await worker.generate("after-truncate", first, greedy);
-    expect(again.restoredTokens).toBe(0);
-    expect(again.restoreFailed).toMatch(/loading KV state .* failed/);
-    expect(again.text).toBe(firstCold);
-    const reused = await worker.generate("reuse-after-truncate", first, greedy);
-    expect(reused.cachedTokens).toBe(first.length - 1);
-    expect(reused.text).toBe(firstCold);
+    await expectRecomputedThenReused("truncate");
   });
 });
