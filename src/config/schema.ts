@@ -31,6 +31,10 @@ export const ModelConfigSchema = Type.Object(
       default: 1,
       description: "llama.cpp CPU threads per worker. Never leave it to llama.cpp on small machines: its default oversubscribes a 2-core box (measured 500x slower).",
     }),
+    flashAttention: Type.Union([Type.Literal("auto"), Type.Boolean()], {
+      default: "auto",
+      description: "llama.cpp flash attention: auto (llama.cpp decides per device, as llama-server does), true, false.",
+    }),
     gpu: Type.Union([Type.Literal(false), Type.Literal("auto"), Type.Literal("cuda"), Type.Literal("vulkan"), Type.Literal("metal")], {
       default: false,
       description: "llama.cpp backend: false (CPU), auto, cuda, vulkan, metal.",

@@ -63,6 +63,7 @@ export class Fleet {
             contextSize: model.contextSize,
             batchSize: model.batchSize,
             threads: model.threads,
+            flashAttention: model.flashAttention,
             gpu: model.gpu,
             local: config.scheduler.local,
             spill: config.spill,

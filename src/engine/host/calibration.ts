@@ -75,6 +75,7 @@ export async function calibrationIdentity(init: WorkerInit, loaded: LoadResult):
     contextSize: loaded.contextSize,
     batchSize: init.batchSize,
     slots: init.slots,
+    flashAttention: init.flashAttention ?? "auto",
   };
 }
 

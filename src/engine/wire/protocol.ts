@@ -19,6 +19,8 @@ export interface WorkerInit {
   contextSize: number;
   batchSize: number;
   threads: number;
+  /** llama.cpp flash attention; "auto" lets llama.cpp decide per device. Absent: "auto". */
+  flashAttention?: boolean | "auto";
   gpu: GpuSetting;
   /** The local scheduler's settings (scheduler.local in config.yml). */
   local: LocalSchedulerSettings;

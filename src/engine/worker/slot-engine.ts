@@ -88,6 +88,7 @@ export class SlotEngine {
       contextSize: init.contextSize,
       batchSize: init.batchSize,
       threads: init.threads,
+      flashAttention: init.flashAttention ?? "auto",
       batching: {
         // Every generating sequence's next token in one step (batch-gate.ts).
         dispatchSchedule: gate.schedule,
@@ -106,7 +107,8 @@ export class SlotEngine {
     const fingerprint = await modelFingerprint(init.modelPath);
     const store = new StateStore(
       join(init.spill.dir || defaultStateDir(), `radixgate-${init.hostPid}-${init.workerId}`),
-      { modelFingerprint: fingerprint, contextSize: context.contextSize, slots: init.slots },
+      // Flash attention changes the V cache's layout in a saved state: part of what a state fits.
+      { modelFingerprint: fingerprint, contextSize: context.contextSize, slots: init.slots, flashAttention: context.flashAttention },
       init.spill.budgetBytes,
     );
     // A worker restarted after a crash finds its predecessor's files: they are not its own state.

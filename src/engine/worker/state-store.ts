@@ -18,6 +18,8 @@ export interface StateIdentity {
   modelFingerprint: string;
   contextSize: number;
   slots: number;
+  /** The context's flash attention setting (it changes how the V cache is laid out). */
+  flashAttention?: boolean | "auto";
 }
 
 export interface StateEntry {
@@ -121,7 +123,7 @@ export class StateStore {
    */
   async adopt(file: string): Promise<StateEntry | undefined> {
     const meta = await readMeta(file);
-    const mismatch = (["modelFingerprint", "contextSize", "slots"] as const).filter((key) => meta[key] !== this.identity[key]);
+    const mismatch = (["modelFingerprint", "contextSize", "slots", "flashAttention"] as const).filter((key) => meta[key] !== this.identity[key]);
     if (mismatch.length > 0) {
       const detail = mismatch.map((key) => `${key} ${JSON.stringify(meta[key])} != ${JSON.stringify(this.identity[key])}`).join(", ");
       throw new StateMismatchError(`refused to load KV state ${file}: it was made for another model or context (${detail})`);

@@ -1,0 +1,316 @@
+// `npm run bench:peer`: Radixgate side by side with llama-server, in one run, on the same
+// GGUF (the generated `bench` model), the same total slots and threads and the same salted
+// prompts. Arms, one after the other, each a fresh server process:
+//   llama-server   one process, all slots (-np SLOTS -t THREADS)
+//   radixgate-1w   one worker: SLOTS slots, THREADS threads
+//   radixgate-2w   two workers: SLOTS/2 slots and THREADS/2 threads each (default policy)
+// All servers run for the whole benchmark and the arms take turns, workload by workload.
+// Workloads: decode throughput (1, 2, 4 long completions at once, also at 1 thread for
+// llama-server and one worker), one sequential agent (cold and warm TTFT), concurrent
+// agents, a burst of distinct prompts, and a steady Poisson mix of agent turns and one-shot
+// prompts (where a stall shows in p99). Results: bench/results/peer.{md,json}.
+//
+//   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--quick]
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import { ensureModel } from "../../models/make-model.js";
+import { gitCommit } from "../git-commit.js";
+import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
+import { agents, burst, decodeThroughput, poissonMix, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
+
+const { values } = parseArgs({
+  options: {
+    "mix-seconds": { type: "string", default: "120" },
+    "mix-rate": { type: "string", default: "0.5" },
+    slots: { type: "string", default: "4" },
+    threads: { type: "string", default: "2" },
+    seed: { type: "string", default: "1" },
+    "llama-server": { type: "string" },
+    quick: { type: "boolean", default: false },
+  },
+});
+const SLOTS = Number(values.slots);
+const THREADS = Number(values.threads);
+const quick = values.quick;
+const MIX_SECONDS = quick ? 20 : Number(values["mix-seconds"]);
+const MIX_RATE = Number(values["mix-rate"]);
+const SEED = Number(values.seed);
+if (!(SLOTS >= 2 && SLOTS % 2 === 0) || !(THREADS >= 1) || !(MIX_SECONDS > 0) || !(MIX_RATE > 0)) {
+  throw new RangeError("usage: --slots <even >= 2> --threads <>= 1> --mix-seconds <> 0> --mix-rate <requests/s > 0>");
+}
+const CONTEXT_PER_SLOT = 4096;
+const BATCH = 512;
+const DECODE_TOKENS = quick ? 48 : 150;
+const AGENT_TURNS = quick ? 3 : 6;
+const CONCURRENT_AGENTS = SLOTS;
+const BURST = 2 * SLOTS;
+const DECODE_REPEATS = quick ? 1 : 3;
+const WORKLOAD_REPEATS = quick ? 1 : 2;
+const WORKLOAD: Omit<WorkloadOptions, "salt"> = { seed: SEED, contextWords: quick ? 120 : 500, maxTokens: 32 };
+
+const log = (line: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+interface ArmSpec {
+  name: string;
+  kind: "llama-server" | "radixgate";
+  workers: number;
+  slotsPerWorker: number;
+  threadsPerWorker: number;
+}
+
+interface Running {
+  target: Target;
+  close(): Promise<void>;
+}
+
+let nextPort = 18080 + Math.floor(Math.random() * 1000);
+
+async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running> {
+  const dir = mkdtempSync(join(tmpdir(), "radixgate-peer-"));
+  const port = nextPort++;
+  const config = join(dir, "config.yml");
+  writeFileSync(
+    config,
+    [
+      "server:",
+      "  host: 127.0.0.1",
+      `  port: ${port}`,
+      "  logLevel: warn",
+      "models:",
+      "  - id: bench",
+      `    source: ${modelPath}`,
+      `    workers: ${arm.workers}`,
+      `    slots: ${arm.slotsPerWorker}`,
+      `    contextSize: ${CONTEXT_PER_SLOT}`,
+      `    batchSize: ${BATCH}`,
+      `    threads: ${arm.threadsPerWorker}`,
+      "    isolation: thread",
+      "",
+    ].join("\n"),
+  );
+  // As `npm start` runs it: its own process, libuv's pool raised for the thread workers.
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "src/main.ts"), "--config", config], {
+    cwd: ROOT,
+    env: { ...process.env, UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? "16" },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const baseURL = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`radixgate exited with ${child.exitCode}`);
+    const ready = await fetch(`${baseURL}/ready`).then(
+      (response) => response.status === 200,
+      () => false,
+    );
+    if (ready) break;
+    if (i > 1200) throw new Error("radixgate was not ready within 4 minutes");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return {
+    target: { baseURL, model: "bench" },
+    close: async () => {
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+async function start(arm: ArmSpec, modelPath: string, binary: string): Promise<Running> {
+  if (arm.kind === "radixgate") return startRadixgate(arm, modelPath);
+  const server = await startLlamaServer({ binary, model: modelPath, slots: arm.slotsPerWorker, threads: arm.threadsPerWorker, contextPerSlot: CONTEXT_PER_SLOT, batchSize: BATCH, port: nextPort++ });
+  return { target: { baseURL: server.baseURL, model: "bench" }, close: () => server.close() };
+}
+
+const percentile = (values: readonly number[], p: number) => {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+};
+const meanOf = (values: readonly number[]) => (values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length);
+
+interface Summary {
+  n: number;
+  ttftMeanMs: number;
+  ttftP50Ms: number;
+  ttftP99Ms: number;
+  outputTokensPerS: number;
+  wallS: number;
+}
+
+function summarize(samples: readonly Sample[], wallS: number): Summary {
+  const ttft = samples.map((sample) => sample.ttftMs);
+  const tokens = samples.reduce((sum, sample) => sum + sample.completionTokens, 0);
+  return { n: samples.length, ttftMeanMs: meanOf(ttft), ttftP50Ms: percentile(ttft, 50), ttftP99Ms: percentile(ttft, 99), outputTokensPerS: tokens / wallS, wallS };
+}
+
+interface ArmResult {
+  arm: string;
+  spec: ArmSpec;
+  /** Per concurrency: output tokens/s of each repeat, and their median. */
+  decode: Record<string, { tokensPerS: number; repeats: number[] }>;
+  workloads: Record<string, Summary>;
+  samples: Record<string, Sample[]>;
+}
+
+const median = (values: readonly number[]) => percentile(values, 50);
+
+const started = Date.now();
+const cpuAtStart = process.cpuUsage();
+const loadAtStart = loadavg()[0]!;
+const modelPath = await ensureModel("bench");
+const binary = await findOrBuildLlamaServer(values["llama-server"], log);
+const salt = `peer run ${new Date().toISOString()} ${Math.random().toString(16).slice(2)}`;
+const half = (n: number) => Math.max(1, Math.floor(n / 2));
+const arms: ArmSpec[] = [
+  { name: "llama-server", kind: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
+  { name: "radixgate-1w", kind: "radixgate", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
+  { name: "radixgate-2w", kind: "radixgate", workers: 2, slotsPerWorker: SLOTS / 2, threadsPerWorker: half(THREADS) },
+];
+// Decode throughput at one llama.cpp thread too: the like-for-like single-thread point.
+const oneThreadArms: ArmSpec[] =
+  THREADS === 1
+    ? []
+    : [
+        { name: "llama-server (1 thread)", kind: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: 1 },
+        { name: "radixgate-1w (1 thread)", kind: "radixgate", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: 1 },
+      ];
+const allArms = [...arms, ...oneThreadArms];
+// Every server runs for the whole benchmark (an idle one uses no CPU), so the arms take turns
+// request by request and the machine's drift falls on all of them alike.
+const running = new Map<string, Running>();
+const results = new Map<string, ArmResult>(allArms.map((arm) => [arm.name, { arm: arm.name, spec: arm, decode: {}, workloads: {}, samples: {} }]));
+try {
+  for (const arm of allArms) {
+    log(`${arm.name}: starting`);
+    const server = await start(arm, modelPath, binary);
+    running.set(arm.name, server);
+    // Warm-up: the first evaluations after loading pay one-off costs.
+    await decodeThroughput(server.target, { ...WORKLOAD, salt: `${salt} warm-up` }, 1, 8);
+  }
+  const concurrencies = [1, 2, 4].filter((n) => n <= SLOTS);
+  for (let repeat = 0; repeat < DECODE_REPEATS; repeat++) {
+    for (const count of concurrencies) {
+      for (const arm of allArms) {
+        const decode = await decodeThroughput(running.get(arm.name)!.target, { ...WORKLOAD, salt: `${salt} decode ${repeat}` }, count, DECODE_TOKENS);
+        const entry = (results.get(arm.name)!.decode[`${count}`] ??= { tokensPerS: Number.NaN, repeats: [] });
+        entry.repeats.push(decode.tokensPerS);
+        entry.tokensPerS = median(entry.repeats);
+        log(`${arm.name}: decode x${count} (repeat ${repeat + 1}/${DECODE_REPEATS}): ${decode.tokensPerS.toFixed(1)} tokens/s`);
+      }
+    }
+  }
+  const record = (arm: ArmSpec, name: string, samples: Sample[], wallS: number) => {
+    const result = results.get(arm.name)!;
+    (result.samples[name] ??= []).push(...samples);
+    const previous = result.workloads[name];
+    // Over repeats: the samples pooled, the wall time summed.
+    result.workloads[name] = summarize(result.samples[name]!, (previous?.wallS ?? 0) + wallS);
+    const s = result.workloads[name]!;
+    log(`${arm.name}: ${name}: n=${s.n} TTFT mean ${s.ttftMeanMs.toFixed(0)} p50 ${s.ttftP50Ms.toFixed(0)} p99 ${s.ttftP99Ms.toFixed(0)} ms, ${s.outputTokensPerS.toFixed(1)} tokens/s, ${s.wallS.toFixed(1)} s`);
+  };
+  for (let repeat = 0; repeat < WORKLOAD_REPEATS; repeat++) {
+    // A fresh salt per repeat: every repeat starts cold on every arm.
+    const options: WorkloadOptions = { ...WORKLOAD, salt: `${salt} workloads ${repeat}` };
+    for (const arm of arms) {
+      const target = running.get(arm.name)!.target;
+      const sequential = await agents(target, options, 1, AGENT_TURNS, "seq");
+      record(arm, "agent: cold turn", sequential.samples.filter((sample) => sample.kind === "agent-cold"), sequential.wallS);
+      record(arm, "agent: warm turns", sequential.samples.filter((sample) => sample.kind === "agent-warm"), sequential.wallS);
+    }
+    for (const arm of arms) {
+      const concurrent = await agents(running.get(arm.name)!.target, options, CONCURRENT_AGENTS, AGENT_TURNS, "conc");
+      record(arm, `${CONCURRENT_AGENTS} agents: all turns`, concurrent.samples, concurrent.wallS);
+      record(arm, `${CONCURRENT_AGENTS} agents: warm turns`, concurrent.samples.filter((sample) => sample.kind === "agent-warm"), concurrent.wallS);
+    }
+    for (const arm of arms) {
+      const distinct = await burst(running.get(arm.name)!.target, options, BURST);
+      record(arm, `burst of ${BURST}`, distinct.samples, distinct.wallS);
+    }
+  }
+  // The mix runs for minutes: one arm after the other, the same arrivals and prompts.
+  for (const arm of arms) {
+    const mix = await poissonMix(running.get(arm.name)!.target, { ...WORKLOAD, salt: `${salt} mix` }, MIX_RATE, MIX_SECONDS, SLOTS, 0.5);
+    record(arm, `Poisson mix ${MIX_SECONDS} s`, mix.samples, mix.wallS);
+    record(arm, "Poisson mix: agent turns", mix.samples.filter((sample) => sample.kind !== "one-shot"), mix.wallS);
+    record(arm, "Poisson mix: one-shots", mix.samples.filter((sample) => sample.kind === "one-shot"), mix.wallS);
+  }
+} finally {
+  for (const server of running.values()) await server.close();
+}
+
+const wallS = (Date.now() - started) / 1000;
+const cpu = cpus();
+const report = {
+  date: new Date().toISOString(),
+  commit: gitCommit(["src", "bench", "models", "patches", "package.json", "package-lock.json"]),
+  machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
+  node: process.version,
+  command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}`,
+  llamaServer: binary,
+  model: "preset:bench (25.2M parameters, seed 1), CPU",
+  settings: { slots: SLOTS, threads: THREADS, contextPerSlot: CONTEXT_PER_SLOT, batchSize: BATCH, decodeTokens: DECODE_TOKENS, agentTurns: AGENT_TURNS, concurrentAgents: CONCURRENT_AGENTS, burst: BURST, mixSeconds: MIX_SECONDS, mixRatePerS: MIX_RATE, ...WORKLOAD },
+  machineLoad: {
+    loadAverage1mAtStart: loadAtStart,
+    loadAverage1mAtEnd: loadavg()[0]!,
+    benchClientCpuSeconds: (process.cpuUsage(cpuAtStart).user + process.cpuUsage(cpuAtStart).system) / 1e6,
+    wallS,
+  },
+  results: [...results.values()],
+};
+mkdirSync(join(ROOT, "bench/results"), { recursive: true });
+writeFileSync(join(ROOT, "bench/results/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
+writeFileSync(join(ROOT, "bench/results/peer.md"), markdown());
+console.log(markdown());
+
+function markdown(): string {
+  const all = [...results.values()];
+  const peer = all[0]!;
+  const fmt = (x: number) => (Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x.toFixed(1)) : "-");
+  const ratio = (ours: number, theirs: number) => (Number.isFinite(ours) && Number.isFinite(theirs) && theirs > 0 ? `${(ours / theirs).toFixed(2)}x` : "-");
+  const lines: string[] = [];
+  lines.push(`# Radixgate vs llama-server, side by side`, "");
+  lines.push(`Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`.`);
+  lines.push(
+    `Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
+      `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
+      `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
+      `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +
+      `Load average (1 min) ${report.machineLoad.loadAverage1mAtStart.toFixed(1)} at start, ${report.machineLoad.loadAverage1mAtEnd.toFixed(1)} at end; ` +
+      `the benchmark client used ${report.machineLoad.benchClientCpuSeconds.toFixed(0)} CPU s; ${wallS.toFixed(0)} s in all.`,
+    "",
+  );
+  lines.push("## Decode throughput (output tokens/s, concurrent long completions)", "");
+  const counts = Object.keys(peer.decode);
+  lines.push(`| arm | ${counts.map((c) => `${c} at once`).join(" | ")} | ${counts.map((c) => `${c}: vs llama-server`).join(" | ")} |`);
+  lines.push(`| --- | ${counts.map(() => "---").join(" | ")} | ${counts.map(() => "---").join(" | ")} |`);
+  for (const r of all) {
+    const reference = r.spec.threadsPerWorker * r.spec.workers === 1 && THREADS !== 1 ? results.get("llama-server (1 thread)")! : peer;
+    lines.push(`| ${r.arm} | ${counts.map((c) => fmt(r.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} | ${counts.map((c) => ratio(r.decode[c]?.tokensPerS ?? Number.NaN, reference.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} |`);
+  }
+  lines.push("", "Ratios compare arms of the same thread count (the 1-thread arms with llama-server at 1 thread). Target for one worker: >= 0.9x at 1, 2 and 4.", "");
+  lines.push("## Workloads (TTFT in ms, client-side, streamed)", "");
+  lines.push("| workload | arm | n | TTFT mean | p50 | p99 | output tokens/s | wall s | mean vs llama-server | p99 vs llama-server | wall vs llama-server |");
+  lines.push("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const name of Object.keys(peer.workloads)) {
+    const theirs = peer.workloads[name]!;
+    for (const r of all.filter((x) => x.workloads[name])) {
+      const s = r.workloads[name]!;
+      lines.push(
+        `| ${name} | ${r.arm} | ${s.n} | ${fmt(s.ttftMeanMs)} | ${fmt(s.ttftP50Ms)} | ${fmt(s.ttftP99Ms)} | ${fmt(s.outputTokensPerS)} | ${fmt(s.wallS)} | ` +
+          `${r === peer ? "1" : ratio(s.ttftMeanMs, theirs.ttftMeanMs)} | ${r === peer ? "1" : ratio(s.ttftP99Ms, theirs.ttftP99Ms)} | ${r === peer ? "1" : ratio(s.wallS, theirs.wallS)} |`,
+      );
+    }
+  }
+  lines.push(
+    "",
+    "Below 1 is better for Radixgate (TTFT, wall). Targets: one worker within 1.05x of llama-server on every workload (mean and p99 TTFT, throughput); " +
+      "two workers level or better on the burst and better on the concurrent and mixed workloads.",
+    "",
+  );
+  return `${lines.join("\n")}\n`;
+}
