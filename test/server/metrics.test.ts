@@ -1,5 +1,8 @@
 // GET /metrics: every documented name is there, and the per-request figures move.
+import { readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultStateDir } from "../../src/engine/worker/state-store.js";
 import { METRIC_NAMES } from "../../src/metrics/metrics.js";
 import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 
@@ -50,5 +53,38 @@ describe("GET /metrics", () => {
     expect(after).toMatch(/radixgate_http_requests_total\{route="\/v1\/chat\/completions",method="POST",status="200"\} \d+/);
     expect(after).toMatch(/radixgate_worker_slots\{worker="w0",model="radixgate-tiny"\} 2/);
     expect(after).toMatch(/radixgate_worker_alive\{worker="w1",model="radixgate-tiny"\} 1/);
+  });
+
+  it("counts a worker's decode steps and the sequences they carried", async () => {
+    const before = await scrape();
+    // Pinned to one worker, two long answers side by side: their tokens share decode steps.
+    await Promise.all(
+      ["first", "second"].map((topic) =>
+        server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: `steps ${topic}` }], max_tokens: 300 }, { headers: { "x-radixgate-worker": "w1" } }),
+      ),
+    );
+    const after = await scrape();
+    const delta = (name: string) => value(after, `${name}{worker="w1"}`) - value(before, `${name}{worker="w1"}`);
+    expect(delta("radixgate_worker_decode_tokens_total")).toBeGreaterThanOrEqual(598);
+    expect(delta("radixgate_worker_decode_tokens_total") / delta("radixgate_worker_decode_steps_total")).toBeGreaterThan(1.8);
+    expect(delta("radixgate_worker_prefill_tokens_total")).toBeGreaterThan(0);
+  });
+
+  it("counts a stored KV state that fails to load, and still answers the same", async () => {
+    const pinned = { headers: { "x-radixgate-worker": "w0" } };
+    const turn = (topic: string) => ({ model: TINY_MODEL, messages: [{ role: "system" as const, content: `${topic} `.repeat(120) }, { role: "user" as const, content: "go" }], max_tokens: 3, temperature: 0 });
+    // w0 has 2 slots: a third conversation evicts the first one's KV into the store...
+    const first = await server.client.chat.completions.create(turn("apples"), pinned);
+    await server.client.chat.completions.create(turn("bridges"), pinned);
+    await server.client.chat.completions.create(turn("comets"), pinned);
+    // ...whose file is then deleted under the running worker.
+    const store = join(defaultStateDir(), `radixgate-${process.pid}-w0`);
+    const files = (await readdir(store)).filter((name) => name.endsWith(".state"));
+    expect(files.length).toBeGreaterThan(0);
+    for (const file of files) await rm(join(store, file));
+    const before = value(await scrape(), 'radixgate_worker_restore_failures_total{worker="w0"}') || 0;
+    const again = await server.client.chat.completions.create(turn("apples"), pinned);
+    expect(again.choices[0]?.message.content).toBe(first.choices[0]?.message.content);
+    expect(value(await scrape(), 'radixgate_worker_restore_failures_total{worker="w0"}') - before).toBe(1);
   });
 });
