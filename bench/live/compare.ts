@@ -10,7 +10,7 @@
 // The prediction is the simulator's CPU card (`cpu`): the calibrated time model, a decode
 // cost per decoding sequence, and the worker's state store. Next to it, the same list on
 // cards that leave a part out or add one, to show what each accounts for:
-//   gpu-style  the simulator's default card: one decode cost per step, no state store;
+//   gpu-style  one decode cost per step (full batches, as on a GPU), no state store;
 //   store      + the state store (evicted slot contents saved to host memory and loaded back);
 //   cpu        + a decode cost per sequence: the prediction;
 //   cpu+lock   + node-llama-cpp's context lock, a stall of the real worker (simulator.ts);

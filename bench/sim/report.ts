@@ -1,6 +1,7 @@
 // The simulator's report: sim.json (everything), sim.md (tables, the headline ratios, the
 // charts) and one hand-written SVG per workload and fleet (mean TTFT and mean end-to-end
 // latency vs load, one line per policy, log scale).
+import { gpuCard, GPU_NAMES, kvTokensOf } from "./hardware.js";
 import type { WorkerSpec } from "./simulator.js";
 import type { ArmSummary } from "./metrics.js";
 
@@ -111,6 +112,17 @@ export function headlines(arms: readonly ArmRecord[]): Headline[] {
   return out;
 }
 
+/** A shared-pool card (no per-slot limit, or slots competing for fewer cells than slots x limit): not Radixgate's worker. */
+export function isIdealisedSpec(spec: WorkerSpec): boolean {
+  return spec.maxSequenceTokens === undefined || spec.capacityTokens < spec.slots * spec.maxSequenceTokens;
+}
+
+/** How a card's worker holds its KV, for the Cards table. */
+function kvLayout(spec: WorkerSpec): string {
+  if (isIdealisedSpec(spec)) return "**idealised**: one pool shared by all slots";
+  return `per slot${spec.contextLock ? ", context lock (the old worker)" : ""}`;
+}
+
 export function markdown(report: SimReport): string {
   const lines: string[] = [
     "# Simulated fleet: every policy side by side",
@@ -119,20 +131,35 @@ export function markdown(report: SimReport): string {
     "",
     `Command: \`${report.command}\``,
     "",
-    "The simulator (bench/sim/simulator.ts) drives the real GlobalScheduler with each policy of the registry and, per simulated worker, the real LocalScheduler and shareBatch; the card is a time model with continuous batching, chunked prefill and a KV pool with LRU over idle slots (the file's header says exactly how). " +
+    "The simulator (bench/sim/simulator.ts) drives the real GlobalScheduler with each policy of the registry and, per simulated worker, the real LocalScheduler and shareBatch; the card is a time model with continuous batching and chunked prefill, and the worker Radixgate runs on it: KV cells per slot (node-llama-cpp gives each slot its own contextSize cells) and the state store of evicted slot contents, where the card has one (the file's header says exactly how; bench/sim/hardware.ts and docs/simulator.md size the cards). " +
       "Every arm of a workload replays the same requests (same seed and salt); load L scales arrivals to L x r0, where r0 = workers / mean cold-prefill time of the workload's prompts (at L = 1 a fleet that reused nothing would do nothing but prefill). " +
       "Latencies are per request, from arrival: TTFT to the first token, E2E to the last; cached = the part of THIS request's prompt its worker reused (the request's own verdict), shown as the mean of the per-request fractions (p50 in parentheses).",
     "",
     "## Cards",
     "",
-    "| gpu | slots | KV tokens | batch | chunk | P / k | prefill ms (base + extend + ctx + extend x ctx) | decode ms/token (base + ctx) | copy ms (base + tokens) |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+    "| gpu | KV | slots | tokens per slot | KV tokens (card holds) | state store tokens | decode cost | batch | chunk | P / k | prefill ms (base + extend + ctx + extend x ctx) | decode ms/token (base + ctx) | copy ms (base + tokens) |",
+    "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | --- |",
   ];
   for (const [gpu, spec] of Object.entries(report.hardware)) {
     const t = spec.timeModel;
+    const held = GPU_NAMES.includes(gpu) ? ` (${fmt(kvTokensOf(gpuCard(gpu)))})` : "";
     lines.push(
-      `| ${gpu} | ${spec.slots} | ${fmt(spec.capacityTokens)} | ${spec.batchTokens} | ${spec.chunkTokens} | ${spec.priorityGroups} / ${spec.quotaPerGroup} | ` +
+      `| ${gpu} | ${kvLayout(spec)} | ${spec.slots} | ${spec.maxSequenceTokens === undefined ? "whole pool" : fmt(spec.maxSequenceTokens)} | ${fmt(spec.capacityTokens)}${held} | ${spec.spill ? fmt(spec.spill.budgetTokens) : "none"} | ` +
+        `${spec.decodeBatching === "per-sequence" ? "per sequence" : "per step"} | ${spec.batchTokens} | ${spec.chunkTokens} | ${spec.priorityGroups} / ${spec.quotaPerGroup} | ` +
         `${t.base.toPrecision(3)} + ${t.perExtend.toPrecision(3)} e + ${t.perContext.toPrecision(3)} c + ${t.perExtendContext.toPrecision(3)} e c | ${t.decodeBase.toPrecision(3)} + ${t.decodePerContext.toPrecision(3)} c | ${t.copyBase.toPrecision(3)} + ${t.copyPerToken.toPrecision(3)} n |`,
+    );
+  }
+  const specs = Object.values(report.hardware);
+  if (specs.some((spec) => !isIdealisedSpec(spec))) {
+    lines.push(
+      "",
+      "KV per slot: Radixgate's worker (node-llama-cpp) gives every slot its own cells, so the KV is slots x tokens per slot (on a GPU card, as many slots as fit the card's memory next to the weights; in parentheses, the KV the card holds) and a request longer than a slot is refused; the state store keeps evicted slot contents in host memory (config spill.budgetBytes / KV bytes per token).",
+    );
+  }
+  if (specs.some(isIdealisedSpec)) {
+    lines.push(
+      "",
+      "**Idealised** cards are NOT the worker Radixgate runs: every slot draws on one shared KV pool (as in SGLang or vLLM; idle slots' contents evicted LRU when cells run short), with no per-slot limit and no state store. Their arms show what the same placements would do on such a worker.",
     );
   }
   lines.push("", "## Workloads", "");
@@ -194,8 +221,8 @@ export function markdown(report: SimReport): string {
     "Notes",
     "",
     "- util = the share of the run (first arrival to last completion) a worker spent running steps; a worker with any request decoding runs steps back to back, so util is high whenever requests are in flight. busy / placed / prefill max:mean = the busiest worker over the mean, in step time, placements and prefill tokens computed (1.00 = even).",
-    "- Sample sizes: n per arm (completed requests); refused = prompt + output larger than a card's KV (or a slot). The arms of one workload and load place exactly the same requests. A placement the scheduler refuses because every worker's queue is full (the server's 429, scheduler.maxQueuePerWorker) is resent by the client 1 s later and its latency counts from the first attempt (\"429s retried\" in the decisions column).",
-    "- Simulated, not measured: the cards are time models (Preble's published fits and our assumptions, see src/scheduler/time-model.ts and bench/sim/hardware.ts); compare policies as ratios within one table.",
+    "- Sample sizes: n per arm (completed requests); refused = prompt + output larger than a slot (tokens per slot; on an idealised card, the whole pool). The arms of one workload and load place exactly the same requests. A placement the scheduler refuses because every worker's queue is full (the server's 429, scheduler.maxQueuePerWorker) is resent by the client 1 s later and its latency counts from the first attempt (\"429s retried\" in the decisions column).",
+    "- Simulated, not measured: the cards are time models (Preble's published fits and our assumptions, see src/scheduler/time-model.ts) and KV sized from memory (bench/sim/hardware.ts, docs/simulator.md); compare policies as ratios within one table.",
     "",
   );
   return lines.join("\n");

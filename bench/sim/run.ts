@@ -1,17 +1,25 @@
 // The simulator's command line: every policy side by side on simulated GPU fleets.
 //
 //   npx tsx bench/sim/run.ts [--workload toolbench-zipf,mooncake|all] [--workers 4[,2,8]]
-//     [--gpu a6000-mistral-7b|h100-llama3-70b|cpu] [--time-model FILE] [--policies preble,cache-aware,roundrobin,shape]
-//     [--loads 0.25,0.5,0.75,1] [--seed 1] [--salt N] [--requests N] [--slots N] [--capacity-tokens N]
-//     [--out DIR] [--per-request]
+//     [--gpu a6000-mistral-7b|h100-llama3-70b|a6000-mistral-7b-idealised|h100-llama3-70b-idealised|cpu]
+//     [--time-model FILE] [--policies preble,cache-aware,roundrobin,shape] [--loads 0.25,0.5,0.75,1]
+//     [--seed 1] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N]
+//     [--capacity-tokens N] [--out DIR] [--per-request]
 //
-// Defaults: ToolBench-Zipf and Mooncake on 4 A6000 workers, policies preble, cache-aware,
-// roundrobin and shape, loads 0.25, 0.5, 0.75 and 1 (x r0, see bench/sim/workloads.ts), seed 1, a
-// fresh salt per run (DESIGN.md section 7). `--gpu cpu` simulates CPU workers as config.yml
-// sets them up, with the time model of `--time-model` (a calibration file from
-// models/.calibration/, or bare coefficients). `--requests` sets the sample size (sessions for
-// agent-loops, prompts per worker at load 1 for cold-burst). Writes DIR/sim.json, DIR/sim.md
-// and DIR/sim.<workload>-<gpu>-<N>w.svg (DIR: bench/results). A progress line per arm on stderr.
+// Defaults: ToolBench-Zipf and Mooncake on 4 A6000 workers as Radixgate runs them (KV cells per
+// slot, 32768-token slots, as many as the card's KV holds, the state store with config.yml's
+// budget: bench/sim/hardware.ts, docs/simulator.md), policies preble, cache-aware, roundrobin
+// and shape, loads 0.25, 0.5, 0.75 and 1 (x r0, see bench/sim/workloads.ts), seed 1, a fresh
+// salt per run (DESIGN.md section 7). A `-idealised` card is the earlier SGLang-like one (256
+// slots over one shared 200k-token pool, no state store), not Radixgate's worker. `--gpu cpu`
+// simulates CPU workers as config.yml sets them up, with the time model of `--time-model` (a
+// calibration file from models/.calibration/, or bare coefficients). `--requests` sets the
+// sample size (sessions for agent-loops, prompts per worker at load 1 for cold-burst).
+// Card overrides: `--context-size` tokens per slot (GPU and cpu cards; on a GPU card the slots
+// follow from the KV), `--slots` (more than the KV holds is an error), `--spill-bytes` the
+// state store's host memory per worker (GPU cards; 0 = none), `--capacity-tokens` the shared
+// pool (idealised cards only). Writes DIR/sim.json, DIR/sim.md and
+// DIR/sim.<workload>-<gpu>-<N>w.svg (DIR: bench/results). A progress line per arm on stderr.
 import { gitCommit } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -19,7 +27,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
-import { cpuSpec, gpuSpec, readTimeModelFile } from "./hardware.js";
+import { cpuSpec, DEFAULT_GPU, GPU_NAMES, gpuSpec, readTimeModelFile } from "./hardware.js";
 import { summarize } from "./metrics.js";
 import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
 import { simulate, type WorkerSpec } from "./simulator.js";
@@ -35,16 +43,18 @@ interface Args {
   seed: number;
   salt: number;
   requests: number | undefined;
+  contextSize: number | undefined;
   slots: number | undefined;
+  spillBytes: number | undefined;
   capacityTokens: number | undefined;
   out: string;
   perRequest: boolean;
 }
 
-const USAGE = `usage: npx tsx bench/sim/run.ts [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu a6000-mistral-7b|h100-llama3-70b|cpu] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--slots N] [--capacity-tokens N] [--out DIR] [--per-request]`;
+const USAGE = `usage: npx tsx bench/sim/run.ts [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
 
 function parseArgs(argv: readonly string[]): Args {
-  const known = new Set(["--workload", "--workers", "--gpu", "--time-model", "--policies", "--loads", "--seed", "--salt", "--requests", "--slots", "--capacity-tokens", "--out"]);
+  const known = new Set(["--workload", "--workers", "--gpu", "--time-model", "--policies", "--loads", "--seed", "--salt", "--requests", "--context-size", "--slots", "--spill-bytes", "--capacity-tokens", "--out"]);
   const values = new Map<string, string>();
   let perRequest = false;
   for (let i = 0; i < argv.length; i++) {
@@ -68,11 +78,14 @@ function parseArgs(argv: readonly string[]): Args {
   for (const name of workloads) if (!isWorkloadName(name)) throw new Error(`unknown workload "${name}"; available: ${WORKLOAD_NAMES.join(", ")}, all`);
   const policies = list("--policies", "preble,cache-aware,roundrobin,shape");
   for (const name of policies) if (!isPolicyName(name)) throw new Error(`unknown policy "${name}"; available: ${POLICY_NAMES.join(", ")}`);
-  const gpus = list("--gpu", "a6000-mistral-7b");
+  const gpus = list("--gpu", DEFAULT_GPU);
   if (gpus.includes("cpu") && !values.has("--time-model")) throw new Error("--gpu cpu needs --time-model FILE (a calibration file from models/.calibration/)");
   const seedRaw = values.get("--seed") ?? "1";
   const seed = Number(seedRaw);
   if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`--seed needs a non-negative integer, got ${seedRaw}`);
+  const spillRaw = values.get("--spill-bytes");
+  const spillBytes = spillRaw === undefined ? undefined : Number(spillRaw);
+  if (spillBytes !== undefined && !(Number.isSafeInteger(spillBytes) && spillBytes >= 0)) throw new Error(`--spill-bytes needs a non-negative integer, got ${spillRaw}`);
   const saltRaw = values.get("--salt");
   const salt = saltRaw === undefined ? randomInt(2 ** 31) : Number(saltRaw);
   if (!Number.isSafeInteger(salt) || salt < 0) throw new Error(`--salt needs a non-negative integer, got ${saltRaw}`);
@@ -86,16 +99,21 @@ function parseArgs(argv: readonly string[]): Args {
     seed,
     salt,
     requests: optionalInt("--requests"),
+    contextSize: optionalInt("--context-size"),
     slots: optionalInt("--slots"),
+    spillBytes,
     capacityTokens: optionalInt("--capacity-tokens"),
     out: values.get("--out") ?? fileURLToPath(new URL("../results/", import.meta.url)),
     perRequest,
   };
 }
 
+/** The card with the command line's overrides (hardware.ts refuses those that do not apply, or do not fit). */
 function specOf(gpu: string, args: Args): WorkerSpec {
-  const spec = gpu === "cpu" ? cpuSpec(readTimeModelFile(args.timeModel!)) : gpuSpec(gpu);
-  return { ...spec, ...(args.slots !== undefined ? { slots: args.slots } : {}), ...(args.capacityTokens !== undefined ? { capacityTokens: args.capacityTokens } : {}) };
+  const { contextSize, slots, spillBytes, capacityTokens } = args;
+  if (gpu !== "cpu") return gpuSpec(gpu, { contextSize, slots, spillBytes, capacityTokens });
+  if (spillBytes !== undefined || capacityTokens !== undefined) throw new Error("--gpu cpu: --spill-bytes and --capacity-tokens apply to GPU cards; the cpu card is slots x --context-size");
+  return cpuSpec(readTimeModelFile(args.timeModel!), { slots, contextSize });
 }
 
 
@@ -115,13 +133,13 @@ async function main(): Promise<void> {
   const total = args.workloads.length * args.gpus.length * args.workers.length * args.loads.length * args.policies.length;
   process.stderr.write(`sim: ${machine}, Node ${process.version}, seed ${args.seed}, salt ${args.salt}; ${total} arms\n`);
   const arms: ArmRecord[] = [];
-  const hardware: Record<string, WorkerSpec> = {};
+  // Every card first, so that an override that does not fit stops the run before any arm.
+  const hardware: Record<string, WorkerSpec> = Object.fromEntries(args.gpus.map((gpu) => [gpu, specOf(gpu, args)]));
   const workloadInfo: SimReport["workloads"] = {};
   let done = 0;
   for (const name of args.workloads) {
     for (const gpu of args.gpus) {
-      const spec = specOf(gpu, args);
-      hardware[gpu] = spec;
+      const spec = hardware[gpu]!;
       for (const workers of args.workers) {
         const size = args.requests ?? DEFAULT_SIZES[name];
         const sample: WorkloadSample = buildWorkload(name, { seed: args.seed, salt: args.salt, size, workers, maxLoad });
@@ -172,7 +190,8 @@ async function main(): Promise<void> {
     date: new Date().toISOString(),
     machine,
     node: process.version,
-    commit: gitCommit(["src/scheduler", "src/common", "bench/sim", "bench/workloads"]),
+    // The cards read config defaults (spill, slots) and MIN_RESTORE_GAIN from these two files.
+    commit: gitCommit(["src/scheduler", "src/common", "src/config/schema.ts", "src/engine/wire/protocol.ts", "bench/sim", "bench/workloads"]),
     command: commandLine(),
     seed: args.seed,
     salt: args.salt,

@@ -20,7 +20,13 @@
 // - A request's first token comes at the end of the step that finishes its prefill (TTFT),
 //   and each later step adds one token until it has its output (end-to-end latency).
 // - KV capacity per card, in tokens, one pool for every slot (no sharing between slots: as
-//   llama.cpp sequences, two slots with the same prefix each hold it). An idle slot keeps
+//   llama.cpp sequences, two slots with the same prefix each hold it), and the longest sequence
+//   a slot may hold (maxSequenceTokens). Radixgate's worker (node-llama-cpp) gives every slot
+//   its own contextSize cells: its cards set capacityTokens = slots x contextSize and
+//   maxSequenceTokens = contextSize, so no slot can take another's cells, the pool is never
+//   short (the room waits and evictions below never happen) and a slot loses its content only
+//   to the next request it runs. A card with no maxSequenceTokens is the idealised shared pool
+//   of SGLang or vLLM (bench/sim/hardware.ts), where the rest of this applies. An idle slot keeps
 //   what it last ran (its prompt); a running request takes cells as it goes: the prefix its
 //   slot already shares, then every token a step evaluates or generates. Admission by room
 //   (as SGLang and vLLM admit): a request that took a slot runs only when the cells the
@@ -57,13 +63,16 @@
 //   may export from its store. (Not modelled: the store's recency windows, recentMs and
 //   hitRatioWindowMs, minutes by default, longer than a replay.)
 // - node-llama-cpp's context lock (optional, `spec.contextLock`, off by default: it models a
-//   stall of the real worker, not a property of the card). A request taking a slot that holds
+//   stall the real worker had, not a property of the card). A request taking a slot that holds
 //   something (its stale tail must be erased), or saving or loading a stored state, needs the
 //   context's lock; node-llama-cpp's batch loop holds that lock for as long as any sequence
 //   keeps queueing tokens, so such a request waits until its worker runs nothing at all, then
 //   the waiting requests take the lock in turn (their saves and loads one after another) before
-//   the next step. Measured live: with three requests decoding, a fourth given a used slot
-//   started only when all three had finished.
+//   the next step. Measured live with node-llama-cpp 3.21.1 as Radixgate first used it: with
+//   three requests decoding, a fourth given a used slot started only when all three had
+//   finished. Radixgate's worker no longer waits so (erase, save and load wait at most for the
+//   step in flight): the option documents the old behaviour; no GPU card turns it on (the live
+//   comparison's `cpu+lock` arm does).
 // - Contention (optional, `spec.contention`): CPU workers share the machine's cores with each
 //   other and with the server's threads; a step that starts while another worker has requests
 //   running is slowed by measured factors (see WorkerSpec).
@@ -93,7 +102,7 @@ export interface WorkerSpec {
   slots: number;
   /** KV cache of the card, tokens. */
   capacityTokens: number;
-  /** Longest sequence (prompt + output) one slot may hold; default the whole card. llama.cpp's per-slot contextSize on CPU. */
+  /** Longest sequence (prompt + output) one slot may hold; default the whole card. node-llama-cpp's per-slot contextSize (then capacityTokens = slots x contextSize). */
   maxSequenceTokens?: number;
   /** Tokens one forward pass evaluates at most (llama.cpp batch size). */
   batchTokens: number;
@@ -106,7 +115,7 @@ export interface WorkerSpec {
   spill?: SpillSpec;
   /** Decode cost of a step: "shared" (default, a GPU: one decodeBase per step) or "per-sequence" (a CPU: one per decoding sequence). */
   decodeBatching?: "shared" | "per-sequence";
-  /** Model node-llama-cpp's context lock (see the file comment). Default false. */
+  /** Model node-llama-cpp's context lock as the worker first met it (see the file comment). Default false. */
   contextLock?: boolean;
   /**
    * Workers sharing one machine's cores (CPU workers, next to the server's own threads): a

@@ -1,10 +1,14 @@
 // The discrete-event simulator (bench/sim/): hand-computed schedules on tiny cases, determinism,
-// per-request verdicts, and the field note's spread-vs-pin difference on an agent loop.
+// per-request verdicts, the field note's spread-vs-pin difference on an agent loop, and the GPU
+// cards as the worker Radixgate runs (KV cells per slot sized from memory, state store, no lock).
 import { describe, expect, it } from "vitest";
+import { DEFAULT_CONTEXT_SIZE, DEFAULT_GPU, gpuSpec, isIdealised } from "../../bench/sim/hardware.js";
 import { summarize } from "../../bench/sim/metrics.js";
+import { type ArmRecord, headlines, isIdealisedSpec, markdown, type SimReport } from "../../bench/sim/report.js";
 import { simulate, type SimOptions, type WorkerSpec } from "../../bench/sim/simulator.js";
 import { atLoad, buildWorkload } from "../../bench/sim/workloads.js";
 import type { WorkloadRequest } from "../../bench/workloads/tokens.js";
+import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 
 /** A linear card: prefill 1 ms per evaluated token, nothing fixed; a decode step 10 ms whatever the batch. */
@@ -194,5 +198,103 @@ describe("simulator: the CPU card (per-sequence decode, state store, context loc
     expect(free.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[50, 50], [100, 170], [45, 45]]);
     expect(locked.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[50, 50], [100, 140], [65, 65]]);
     expect(locked.workers[0]).toMatchObject({ lockWaits: 1, lockWaitMs: 35 });
+  });
+});
+
+describe("simulator: the GPU cards are the worker Radixgate runs (node-llama-cpp: KV cells per slot)", () => {
+  // The card's KV, worked out here from its figures: memory x 0.9 usable - bf16 weights, over
+  // F16 K and V of every layer (layers x KV heads x 128 dims x 2 x 2 B).
+  const KV_TOKENS: Record<string, number> = {
+    "a6000-mistral-7b": (48e9 * 0.9 - 14.5e9) / (32 * 8 * 128 * 2 * 2),
+    "h100-llama3-70b": (4 * 80e9 * 0.9 - 140e9) / (80 * 8 * 128 * 2 * 2),
+  };
+
+  it("slots x contextSize fit the card's KV, with as many slots as fit", () => {
+    for (const [name, kvTokens] of Object.entries(KV_TOKENS)) {
+      const spec = gpuSpec(name);
+      const contextSize = spec.maxSequenceTokens!;
+      expect(contextSize).toBe(DEFAULT_CONTEXT_SIZE);
+      expect(spec.capacityTokens).toBe(spec.slots * contextSize);
+      expect(spec.capacityTokens).toBeLessThanOrEqual(kvTokens);
+      expect((spec.slots + 1) * contextSize).toBeGreaterThan(kvTokens);
+    }
+    expect([gpuSpec("a6000-mistral-7b").slots, gpuSpec("h100-llama3-70b").slots]).toEqual([6, 13]);
+    // Overrides: the slots follow a smaller context; slots beyond the KV, or a pool size, are refused.
+    expect(gpuSpec("a6000-mistral-7b", { contextSize: 16_384 })).toMatchObject({ slots: 13, capacityTokens: 13 * 16_384, maxSequenceTokens: 16_384 });
+    expect(() => gpuSpec("a6000-mistral-7b", { slots: 7 })).toThrow(/do not fit/);
+    expect(() => gpuSpec("a6000-mistral-7b", { capacityTokens: 100_000 })).toThrow(/capacity-tokens/);
+  });
+
+  it("refuses a request longer than a slot's contextSize, which the idealised shared pool would serve", async () => {
+    const spec = gpuSpec(DEFAULT_GPU);
+    const contextSize = spec.maxSequenceTokens!;
+    // Prompt + output: one token over a slot, then exactly a slot.
+    const requests = [request(0, 0, ids(20, contextSize), 1), request(1, 0, ids(21, contextSize - 1), 1)];
+    const real = await simulate({ policy: "roundrobin", workers: 1, spec, requests });
+    expect(real.refused).toEqual([0]);
+    expect(real.records.map((r) => r.index)).toEqual([1]);
+    const idealised = await simulate({ policy: "roundrobin", workers: 1, spec: gpuSpec(`${DEFAULT_GPU}-idealised`), requests });
+    expect(idealised.refused).toEqual([]);
+  });
+
+  it("has the worker's state store (config's 512 MiB) and no context lock: an overwritten slot's content comes back without waiting", async () => {
+    const spec = gpuSpec(DEFAULT_GPU);
+    // 512 MiB / 128 KiB per token (Mistral-7B).
+    expect(spec.spill).toEqual({ budgetTokens: 4096, minTokens: 64, minRestoreGain: MIN_RESTORE_GAIN });
+    expect(spec.contextLock).toBeUndefined();
+    expect(spec.decodeBatching).toBe("shared");
+    // One slot: B overwrites A (A is saved), C overwrites B and loads A's state, sharing its 100-token prefix.
+    const prefix = ids(22, 100);
+    const requests = [request(0, 0, [...prefix, ...ids(23, 20)], 1), request(1, 10_000, ids(24, 80), 1), request(2, 20_000, [...prefix, ...ids(25, 20)], 1)];
+    const result = await simulate({ policy: "roundrobin", workers: 1, spec: gpuSpec(DEFAULT_GPU, { slots: 1 }), requests });
+    expect(result.records.map((r) => r.cachedTokens)).toEqual([0, 0, 100]);
+    expect(result.workers[0]).toMatchObject({ spills: 2, restores: 1, lockWaits: 0 });
+  });
+
+  it("with cells per slot the pool is never short: no slot's content is evicted for room and no request waits for room", async () => {
+    const spec = gpuSpec(DEFAULT_GPU, { contextSize: 4096, slots: 2 });
+    const sample = buildWorkload("toolbench-zipf", { seed: 3, salt: 17, size: 150, workers: 3, maxLoad: 1 });
+    const result = await simulate({ policy: "preble", workers: 3, spec, requests: atLoad(sample, 1, spec, 3, 150).requests });
+    expect(result.records).toHaveLength(150);
+    expect(result.workers.map((w) => [w.evictions, w.roomWaits, w.preemptions])).toEqual([[0, 0, 0], [0, 0, 0], [0, 0, 0]]);
+  });
+
+  it("the default card is the real one; the markdown report labels an idealised card as such", async () => {
+    expect(isIdealised(DEFAULT_GPU)).toBe(false);
+    expect(isIdealisedSpec(gpuSpec(DEFAULT_GPU))).toBe(false);
+    const idealisedName = `${DEFAULT_GPU}-idealised`;
+    const idealised = gpuSpec(idealisedName);
+    expect(isIdealisedSpec(idealised)).toBe(true);
+    const requests = [request(0, 0, ids(26, 200), 2), request(1, 5, ids(27, 200), 2)];
+    const arms: ArmRecord[] = [];
+    for (const policy of ["preble", "roundrobin"]) {
+      const summary = summarize(await simulate({ policy, workers: 2, spec: idealised, requests }));
+      arms.push({ workload: "toolbench-zipf", gpu: idealisedName, workers: 2, load: 1, ratePerS: 1, r0PerS: 1, timeScale: 1, policy, summary, wallS: 0 });
+    }
+    const report: SimReport = {
+      benchmark: "sim",
+      date: "2026-01-01T00:00:00.000Z",
+      machine: "test",
+      node: "v0",
+      commit: "0000000",
+      command: "test",
+      seed: 1,
+      salt: 1,
+      settings: { workloads: ["toolbench-zipf"], gpus: [DEFAULT_GPU, idealisedName], workers: [2], policies: ["preble", "roundrobin"], loads: [1], sizes: { "toolbench-zipf": 2 } },
+      hardware: { [DEFAULT_GPU]: gpuSpec(DEFAULT_GPU), [idealisedName]: idealised },
+      workloads: { "toolbench-zipf": { describe: "two prompts", requests: 2, kind: "open" } },
+      arms,
+      headline: headlines(arms),
+      totalSeconds: 0,
+    };
+    const lines = markdown(report).split("\n");
+    const row = (gpu: string) => lines.find((line) => line.startsWith(`| ${gpu} |`))!;
+    expect(row(idealisedName)).toContain("**idealised**: one pool shared by all slots");
+    expect(row(DEFAULT_GPU)).toContain("| per slot |");
+    expect(row(DEFAULT_GPU)).not.toContain("idealised");
+    expect(lines.some((line) => line.startsWith("**Idealised** cards are NOT the worker Radixgate runs"))).toBe(true);
+    // The headline table and the fleet's section name the card, "idealised" included.
+    expect(lines.some((line) => line.startsWith(`| toolbench-zipf | ${idealisedName} x 2 |`))).toBe(true);
+    expect(lines).toContain(`## toolbench-zipf on 2 x ${idealisedName}`);
   });
 });
