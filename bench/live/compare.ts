@@ -13,7 +13,7 @@
 //   gpu-style  one decode cost per step (full batches, as on a GPU), no state store;
 //   store      + the state store (evicted slot contents saved to host memory and loaded back);
 //   cpu        + a decode cost per sequence: the prediction;
-//   cpu+lock   + node-llama-cpp's context lock, a stall of the real worker (simulator.ts);
+//   cpu+lock   + node-llama-cpp's context lock as it was before our patch (simulator.ts), the old stall;
 //   contended  + steps slowed while both workers run, by the factors the "two workers busy"
 //              probe measured (fitted on this machine, so an explanation, not a prediction).
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
