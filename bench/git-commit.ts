@@ -1,5 +1,6 @@
 // The commit a benchmark ran on, for its report: the short hash, plus the paths under
 // `watched` that had uncommitted changes (so a result is never mistaken for the commit's).
+// Files under bench/results/ are left out: they are outputs.
 import { execFileSync } from "node:child_process";
 
 export function gitCommit(watched: readonly string[] = ["src", "bench"]): string {
@@ -8,7 +9,9 @@ export function gitCommit(watched: readonly string[] = ["src", "bench"]): string
     const changed = execFileSync("git", ["status", "--porcelain", "--", ...watched], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
       .split("\n")
       .map((line) => line.slice(3).trim())
-      .filter((line) => line !== "");
+      .filter((line) => line !== "")
+      // Results are what a benchmark writes, not what it runs: an earlier run's files do not count.
+      .filter((line) => !line.startsWith("bench/results/"));
     return changed.length === 0 ? commit : `${commit} + uncommitted changes to ${changed.join(", ")}`;
   } catch {
     return "unknown";
