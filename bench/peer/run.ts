@@ -10,9 +10,9 @@
 // agents, a burst of distinct prompts, and a steady Poisson mix of agent turns and one-shot
 // prompts (where a stall shows in p99). Results: bench/results/peer.{md,json}.
 //
-//   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--quick]
+//   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--results peer] [--quick]
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -31,8 +31,11 @@ const { values } = parseArgs({
     seed: { type: "string", default: "1" },
     "llama-server": { type: "string" },
     quick: { type: "boolean", default: false },
+    results: { type: "string", default: "peer" },
   },
 });
+const RESULTS = values.results;
+if (!/^[a-z0-9-]+$/.test(RESULTS)) throw new RangeError("--results: a file name stem of lowercase letters, digits and dashes (bench/results/<stem>.md)");
 const SLOTS = Number(values.slots);
 const THREADS = Number(values.threads);
 const quick = values.quick;
@@ -51,6 +54,11 @@ const BURST = 2 * SLOTS;
 const DECODE_REPEATS = quick ? 1 : 3;
 const WORKLOAD_REPEATS = quick ? 1 : 2;
 const WORKLOAD: Omit<WorkloadOptions, "salt"> = { seed: SEED, contextWords: quick ? 120 : 500, maxTokens: 32 };
+
+/** Whether node-llama-cpp will load a binary compiled on this machine (docs/engine.md) rather than its prebuilt one. */
+function localBuildPresent(): boolean {
+  return existsSync(join(ROOT, "node_modules/node-llama-cpp/llama/localBuilds/linux-x64/buildDone.status"));
+}
 
 const log = (line: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -250,7 +258,8 @@ const report = {
   commit: gitCommit(["src", "bench", "models", "patches", "package.json", "package-lock.json"]),
   machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
   node: process.version,
-  command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}`,
+  command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}${RESULTS === "peer" ? "" : ` --results ${RESULTS}`}`,
+  radixgateBinary: localBuildPresent() ? "localBuild (node-llama-cpp compiled on this machine)" : "prebuilt (node-llama-cpp's npm binary)",
   llamaServer: binary,
   model: "preset:bench (25.2M parameters, seed 1), CPU",
   settings: { slots: SLOTS, threads: THREADS, contextPerSlot: CONTEXT_PER_SLOT, batchSize: BATCH, decodeTokens: DECODE_TOKENS, agentTurns: AGENT_TURNS, concurrentAgents: CONCURRENT_AGENTS, burst: BURST, mixSeconds: MIX_SECONDS, mixRatePerS: MIX_RATE, ...WORKLOAD },
@@ -263,8 +272,8 @@ const report = {
   results: [...results.values()],
 };
 mkdirSync(join(ROOT, "bench/results"), { recursive: true });
-writeFileSync(join(ROOT, "bench/results/peer.json"), `${JSON.stringify(report, null, 2)}\n`);
-writeFileSync(join(ROOT, "bench/results/peer.md"), markdown());
+writeFileSync(join(ROOT, `bench/results/${RESULTS}.json`), `${JSON.stringify(report, null, 2)}\n`);
+writeFileSync(join(ROOT, `bench/results/${RESULTS}.md`), markdown());
 console.log(markdown());
 
 function markdown(): string {
@@ -276,7 +285,7 @@ function markdown(): string {
   lines.push(`# Radixgate vs llama-server, side by side`, "");
   lines.push(`Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`.`);
   lines.push(
-    `Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
+    `Radixgate's llama.cpp binary: ${report.radixgateBinary}. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
       `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
       `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +

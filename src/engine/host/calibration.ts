@@ -71,6 +71,8 @@ export async function calibrationIdentity(init: WorkerInit, loaded: LoadResult):
     modelMtimeMs: file.mtimeMs,
     threads: init.threads,
     backend: loaded.backend,
+    // A binary compiled here can be much faster than the prebuilt one (prompt evaluation).
+    binary: loaded.binary,
     cpuModel: cpus()[0]?.model ?? "unknown",
     contextSize: loaded.contextSize,
     batchSize: init.batchSize,

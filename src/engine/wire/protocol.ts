@@ -200,6 +200,8 @@ export interface ProfileResult {
 export interface LoadResult {
   workerId: string;
   backend: string;
+  /** Which llama.cpp binary node-llama-cpp loaded: "prebuilt" (from npm) or "localBuild" (compiled on this machine). */
+  binary: string;
   /** Tokens per slot as llama.cpp created it (it may round up). */
   contextSize: number;
   slots: number;

@@ -120,6 +120,7 @@ export class SlotEngine {
     const loaded: LoadResult = {
       workerId: init.workerId,
       backend: llama.gpu === false ? "cpu" : llama.gpu,
+      binary: llama.buildType,
       contextSize: context.contextSize,
       slots: init.slots,
       trainContextSize: model.trainContextSize,
