@@ -1,4 +1,4 @@
-// Simulator vs live on one request list (issue 6, item 3; target: simulated mean TTFT within
+// Simulator vs live on one request list (target: simulated mean TTFT within
 // 25 % of the live one). For every arm, a real server replays the list over HTTP (live-bench.ts,
 // part "replay"), then the simulator runs the same list with the time model the server itself
 // was calibrated with (the models/.calibration/ file of its workers) and the server's own

@@ -1,5 +1,5 @@
 // The live benchmark: a real Radixgate per policy (CPU workers on the generated model),
-// driven over HTTP the way the field note measured (seed 000):
+// driven over HTTP the way agent users are served (sequential turns, bursts, a trace):
 //   (a) agent loop: sequential turns re-sending a growing history; verdict = the TTFT of
 //       each warm turn (turn >= 2), per request, from its own stream;
 //   (b) cold burst: N distinct prompts at once; verdict = the time until the last is done;

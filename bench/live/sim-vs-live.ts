@@ -217,7 +217,7 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
         `${pct(row.live.cachedFraction)} / ${pct(row.sim.cachedFraction)} | ${row.sameWorker}/${row.live.n} | ${placed(row.live.placed)} | ${placed(row.sim.placed)} | ${row.withinTarget ? "yes" : "no"} |`,
     ),
     "",
-    `Target (issue 6): simulated mean TTFT within ${pct(TARGET_RELATIVE_ERROR)} of the live one: met for ${met.length} of ${result.rows.length} arms${met.length > 0 ? ` (${met.join(", ")})` : ""}.` +
+    `Target: simulated mean TTFT within ${pct(TARGET_RELATIVE_ERROR)} of the live one: met for ${met.length} of ${result.rows.length} arms${met.length > 0 ? ` (${met.join(", ")})` : ""}.` +
       ` Live outputs shorter than max_tokens: ${result.rows.reduce((sum, row) => sum + row.shortOutputs, 0)}; latest send after its arrival time: ${fmt(Math.max(...result.rows.map((row) => row.maxSendLatenessMs)), 1)} ms.`,
     "",
     "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode cost per step (full batches, as on a GPU), no state store; `store` = + the worker's state store; `cpu` = + a decode cost per decoding sequence: the prediction above; `cpu+lock` = + node-llama-cpp's context lock as it was before our patch (simulator.ts), the old stall; " +

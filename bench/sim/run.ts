@@ -10,7 +10,7 @@
 // slot, 32768-token slots, as many as the card's KV holds, the state store with config.yml's
 // budget: bench/sim/hardware.ts, docs/simulator.md), policies preble, cache-aware, roundrobin
 // and shape, loads 0.25, 0.5, 0.75 and 1 (x r0, see bench/sim/workloads.ts), seed 1, a fresh
-// salt per run (DESIGN.md section 7). A `-idealised` card is the earlier SGLang-like one (256
+// salt per run (so no run reuses another's prompts). A `-idealised` card is the earlier SGLang-like one (256
 // slots over one shared 200k-token pool, no state store), not Radixgate's worker. `--gpu cpu`
 // simulates CPU workers as config.yml sets them up, with the time model of `--time-model` (a
 // calibration file from models/.calibration/, or bare coefficients). `--requests` sets the

@@ -1,4 +1,4 @@
-// Per-worker time model for the scheduler's cost model (DESIGN.md 3.1): how long a prefill,
+// Per-worker time model for the scheduler's cost model (Preble's form): how long a prefill,
 // a decoded token and a prefix copy take on one worker, in milliseconds.
 //
 // Prefill uses Preble's regression form (WukLab/preble, multi_node/benchmarks/exp_configs/
@@ -229,7 +229,7 @@ export class TimeModel {
 /**
  * Published fits, for the simulator and for workers that skip calibration.
  *
- * "h100-llama3-70b": the prefill fit DESIGN.md 3.1 quotes (28.93 + 0.1822*extend +
+ * "h100-llama3-70b": Preble's published prefill fit (28.93 + 0.1822*extend +
  * 0.004004*total + 2.55e-6*extend*total), at the precision it is published with in WukLab/preble
  * multi_node/benchmarks/exp_configs/model_equations_numpy.py (commit 21bb7f6f), where the
  * function carrying these numbers is named `llama3_70b_A100_tp2_sglang_extend_flashinfer`:

@@ -1,6 +1,6 @@
 // GPU detection through node-llama-cpp: on a machine without CUDA/Vulkan it answers "cpu"
 // with no devices, without throwing and without trying a source build (which takes 16 s and
-// more before it fails: DESIGN.md 5); and the per-GPU worker environment.
+// more before it fails); and the per-GPU worker environment.
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";

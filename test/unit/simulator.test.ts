@@ -1,5 +1,5 @@
 // The discrete-event simulator (bench/sim/): hand-computed schedules on tiny cases, determinism,
-// per-request verdicts, the field note's spread-vs-pin difference on an agent loop, and the GPU
+// per-request verdicts, the spread-vs-pin difference on an agent loop, and the GPU
 // cards as the worker Radixgate runs (KV cells per slot sized from memory, state store, no lock).
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONTEXT_SIZE, DEFAULT_GPU, gpuSpec, isIdealised } from "../../bench/sim/hardware.js";
@@ -82,7 +82,7 @@ describe("simulator: hand-computed schedules (two workers, three requests, linea
   });
 });
 
-describe("simulator: agent loops, spread vs pin (seed 000)", () => {
+describe("simulator: agent loops, spread vs pin", () => {
   // Turn 2 re-sends turn 1 (500 tokens) and adds 100: it comes 100 ms after turn 1's response.
   const first = ids(6, 500);
   const loop = [
