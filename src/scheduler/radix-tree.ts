@@ -1,4 +1,4 @@
-// The global radix tree of the Preble-style global scheduler (DESIGN.md section 3.1): which
+// The global radix tree of the Preble-style global scheduler (docs/placement.md): which
 // worker holds which prompt prefix in its KV cache, and the per-prefix history the cost
 // model prices.
 //

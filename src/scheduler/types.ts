@@ -21,7 +21,7 @@ export interface PlacementRequest {
   modelId: string;
   /** The exact prompt tokens (what the worker will evaluate). */
   tokens: TokenIds;
-  /** Chat messages in the request: more than one marks a continuation (seed 000). */
+  /** Chat messages in the request: more than one marks a continuation (an agent loop re-sending its context). */
   messageCount: number;
   /** x-session-id header, else the request's `user` field: sticks to one worker while it lives. */
   sessionId?: string;

@@ -1,7 +1,7 @@
 // affinity: always the worker holding the longest cached prefix of the prompt (fewest in
 // flight among equals), when it covers at least half the prompt; otherwise the least loaded
 // worker. Best warm
-// turns, worst bursts of one shared prefix: "stick and you overheat" (seed 001, slide 5).
+// turns, worst bursts of one shared prefix: stick to one card and it overheats (docs/placement.md).
 import type { Placement, PlacementContext, PlacementPolicy, PlacementRequest, WorkerView } from "../types.js";
 import { leastLoaded, longestMatch } from "./pick.js";
 

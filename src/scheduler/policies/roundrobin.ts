@@ -1,6 +1,6 @@
 // roundrobin: a counter over the live workers of the requested model. Spreads a burst over
-// every card, and loses every other cache hit in an agent loop (seed 000: warm-turn TTFT
-// 2676 ms vs 1096 ms pinned): the baseline the prefix-aware policies are measured against.
+// every card, and loses every other cache hit in an agent loop (warm-turn TTFT 2676 ms vs
+// 1096 ms pinned, docs/placement.md): the baseline the prefix-aware policies are measured against.
 import type { Placement, PlacementContext, PlacementPolicy, PlacementRequest, WorkerView } from "../types.js";
 import { SpreadCounter } from "./pick.js";
 

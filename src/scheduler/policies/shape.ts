@@ -1,4 +1,4 @@
-// shape: the field note's rule (seed 000), measured there to get both warm agent turns
+// shape: the message-shape rule (docs/placement.md), measured to get both warm agent turns
 // (1095 ms, as good as pinned) and a fast cold burst (19.97 s, close to spread's 18.6 s):
 //   - continuation (more than one message, the signature of an agent loop re-sending its
 //     context) -> pin to the worker that served that prefix: here the worker whose KV
