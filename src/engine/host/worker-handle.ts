@@ -111,7 +111,7 @@ export class WorkerHandle {
     }
   }
 
-  /** Times the worker in one idle slot, which is left empty (src/engine/calibration.ts). */
+  /** Times the worker in one idle slot, which is left empty (worker/profile.ts). */
   profile(options: Omit<ProfileTask, "kind"> = {}): Promise<ProfileResult> {
     return this.run({ ...options, kind: "profile" }) as Promise<ProfileResult>;
   }

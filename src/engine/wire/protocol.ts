@@ -108,7 +108,7 @@ export interface DisposeTask {
 }
 
 /**
- * Time the worker (src/engine/calibration.ts): synthetic prompts in one idle slot, which is
+ * Time the worker (worker/profile.ts, fitted by host/calibration.ts): synthetic prompts in one idle slot, which is
  * cleared afterwards. Every field is optional; the defaults suit a start-up calibration.
  */
 export interface ProfileTask {

@@ -53,11 +53,6 @@ export class BatchGate {
     this.check();
   }
 
-  /** Sequences a batch waits for. */
-  get generatingCount(): number {
-    return this.generating.size;
-  }
-
   /** The `dispatchSchedule` to hand node-llama-cpp (bound: pass it as is). */
   readonly schedule = (dispatch: () => void, queued?: ReadonlySet<number>): void => {
     this.queued = queued;
