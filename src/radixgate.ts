@@ -88,7 +88,14 @@ export async function createRadixgate({ config, dir, path }: LoadedConfig): Prom
         scheduler.setPolicy(createPolicy(next.scheduler.policy, policyOptions(next)));
       }
       if (changedPaths(previous.scheduler.local, next.scheduler.local).length > 0) {
-        await Promise.all(fleet.workers.map((worker) => worker.engine.configure(next.scheduler.local)));
+        // Every worker keeps the new settings; one that is down or restarting gets them when
+        // it starts again, so its failure to take them now is not the reload's.
+        const told = await Promise.allSettled(fleet.workers.map((worker) => worker.engine.configure(next.scheduler.local)));
+        told.forEach((result, i) => {
+          if (result.status === "rejected") {
+            app.log.warn({ worker: fleet.workers[i]!.engine.id, reason: (result.reason as Error).message }, "worker not running: it takes the new scheduler.local settings when it restarts");
+          }
+        });
       }
       apiKeys.keys = next.server.apiKeys;
     },

@@ -202,8 +202,9 @@ export class CompletionService {
         "model",
       );
     }
-    const tokens = await this.promptTokens(job.modelId, job.prompt);
     const field = job.prompt.kind === "chat" ? "messages" : "prompt";
+    await this.refuseUnfittingText(job.modelId, job.prompt, model.contextSize, field);
+    const tokens = await this.promptTokens(job.modelId, job.prompt);
     if (tokens.length === 0) throw new ServingError("invalid_request", "The prompt is empty: send at least one token.", field);
     // The generation needs room for at least one completion token in the slot.
     if (tokens.length >= model.contextSize) {
@@ -223,9 +224,10 @@ export class CompletionService {
       maxTokens,
       ...(job.sessionId !== undefined ? { sessionId: job.sessionId } : {}),
     };
-    // A worker that dies before the request started on it (queued, or not yet reached) costs
-    // nothing to the client: the request is placed again on a live worker. Once started,
-    // never retried: the client may already hold part of the answer.
+    // A worker that dies before the request's first token reached the client (queued, or
+    // still in prefill) costs the client nothing: the request is placed again on a live
+    // worker, streams included (they had sent headers at most). After the first token, never
+    // retried: the client may already hold part of the answer.
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.runOnce(job, request, tokens, maxTokens, hooks);
@@ -236,6 +238,26 @@ export class CompletionService {
         this.observer.failover?.(error.workerId);
       }
     }
+  }
+
+  /**
+   * Refuses, before any tokenizing, a text too long for any tokenization of it to fit in a
+   * slot: a token spells at most the vocabulary's longest token, so N characters are at
+   * least N / longestTokenBytes tokens. Tokenizing costs about a second per MB on one prompt
+   * thread that every client shares; a prompt that cannot fit must not cost that.
+   */
+  private async refuseUnfittingText(modelId: string, prompt: PromptInput, contextSize: number, field: string): Promise<void> {
+    const characters = prompt.kind === "chat" ? prompt.messages.reduce((sum, message) => sum + message.content.length, 0) : prompt.kind === "text" ? prompt.text.length : 0;
+    if (characters === 0) return;
+    const { longestTokenBytes } = await this.preparer.vocab(modelId);
+    const leastTokens = Math.floor(characters / longestTokenBytes);
+    if (leastTokens < contextSize) return;
+    throw new ServingError(
+      "context_length_exceeded",
+      `The prompt is ${characters} characters, which is at least ${leastTokens} tokens of model "${modelId}" (its longest token is ${longestTokenBytes} bytes), ` +
+        `but a slot holds ${contextSize} tokens (prompt plus completion). Shorten the ${field} or raise contextSize in config.yml.`,
+      field,
+    );
   }
 
   /**
@@ -276,7 +298,7 @@ export class CompletionService {
     // recomputing it on the new worker, so the copy runs first and the request then finds it.
     for (const copy of ticket.placement.copies ?? []) await this.copyPrefix(copy);
     let ttftMs: number | undefined;
-    let started = false;
+    let delivered = false;
     let cachedTokens = 0;
     let result: GenerationResult | undefined;
     try {
@@ -287,7 +309,6 @@ export class CompletionService {
         {
           signal: job.signal,
           onStarted: (event) => {
-            started = true;
             cachedTokens = event.cachedTokens;
             // The worker's report: this slot now holds the prompt. The tree follows it exactly.
             this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: event.slot, tokens });
@@ -295,6 +316,7 @@ export class CompletionService {
           },
           onText: (text) => {
             ttftMs ??= this.now() - placedAt;
+            delivered = true;
             hooks.onText?.(text);
           },
         },
@@ -309,7 +331,7 @@ export class CompletionService {
           "worker_failed",
           `Worker ${ticket.workerId} stopped while generating this request (request ${job.requestId}: ${error.message}); it is being restarted. Retry the request.`,
         );
-        throw started ? failed : new NotStartedError(failed, ticket.workerId);
+        throw delivered ? failed : new NotStartedError(failed, ticket.workerId);
       }
       const message = (error as Error).message ?? "";
       if (message.startsWith(RESPONSE_FORMAT_ERROR)) {
@@ -372,7 +394,7 @@ export class CompletionService {
   }
 }
 
-/** A request whose worker died before starting it: safe to place again. */
+/** A request whose worker died before its first token reached the client: safe to place again. */
 class NotStartedError extends Error {
   constructor(
     override readonly cause: ServingError,

@@ -44,7 +44,7 @@ export class ConfigReloader {
     return this.current;
   }
 
-  /** Re-reads the file now (SIGHUP). Reloads never overlap. */
+  /** Re-reads the file now (SIGHUP). Reloads never overlap, and never reject: a failure is in the result, the log and lastError. */
   async reload(trigger: string): Promise<ReloadResult> {
     while (this.running) await this.running;
     this.running = this.reloadOnce(trigger);
@@ -82,7 +82,13 @@ export class ConfigReloader {
     const restartNeeded = changedPaths(previous, next).filter((path) => !LIVE_KEYS.some((live) => path === live || path.startsWith(`${live}.`)));
     // What needs a restart keeps its running value; only the live part moves.
     const applied = keepRestartKeys(next, previous);
-    await this.targets.apply(applied, previous);
+    try {
+      await this.targets.apply(applied, previous);
+    } catch (error) {
+      this.lastError = `the new config could not be applied: ${(error as Error).message}`;
+      this.targets.log.error({ trigger, path: this.path }, `config reload failed, the running config stays: ${this.lastError}`);
+      return { ok: false, error: this.lastError, restartNeeded: [] };
+    }
     this.current = applied;
     this.lastError = undefined;
     this.targets.log.info({ trigger, path: this.path, changed: changedPaths(previous, applied) }, "config reloaded");

@@ -1,95 +1,159 @@
-// A worker process killed with SIGKILL mid-run: no queued request is lost (they are placed
-// again on the live worker), the worker comes back, the server never stops answering.
+// A worker killed mid-run, in each isolation (a crash in its thread, SIGKILL of its process):
+// no request without a first token is lost (they are placed again on the live worker), the
+// worker comes back with the live settings, the server never stops answering.
 import { until } from "../helpers/until.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer({ workers: 2, slots: 1, policy: "roundrobin", isolation: "process" });
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
 interface Health {
   failovers: number;
+  config_error: string | null;
   workers: { id: string; alive: boolean; in_flight: number; restarts: number; isolation: string }[];
 }
 
-async function health(): Promise<Health> {
+async function healthOf(server: TestServer): Promise<Health> {
   return (await (await fetch(server.baseURL.replace(/\/v1$/, "/health"))).json()) as Health;
 }
 
-describe("process isolation", () => {
-  it("runs every worker in a process of its own", async () => {
-    const { workers } = await health();
-    expect(workers.map((worker) => worker.isolation)).toEqual(["process", "process"]);
-    const pids = server.radixgate.fleet.workers.map((worker) => worker.engine.pid);
-    expect(pids.every((pid) => typeof pid === "number" && pid !== process.pid)).toBe(true);
+/** What a streaming client saw: content tokens before the end, and how the stream ended. */
+interface StreamSeen {
+  status: number;
+  contentChunks: number;
+  completionTokens?: number;
+  error?: { code: string; message: string };
+}
+
+async function streamChat(server: TestServer, content: string, maxTokens: number, headers: Record<string, string> = {}): Promise<StreamSeen> {
+  const response = await fetch(`${server.baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content }], max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+  });
+  const seen: StreamSeen = { status: response.status, contentChunks: 0 };
+  if (response.status !== 200) {
+    seen.error = ((await response.json()) as { error: { code: string; message: string } }).error;
+    return seen;
+  }
+  for (const line of (await response.text()).split("\n")) {
+    if (!line.startsWith("data: {")) continue;
+    const event = JSON.parse(line.slice(6)) as { error?: { code: string; message: string }; choices?: { delta: { content?: string } }[]; usage?: { completion_tokens: number } };
+    if (event.error) seen.error = event.error;
+    if (event.choices?.[0]?.delta.content) seen.contentChunks++;
+    if (event.usage) seen.completionTokens = event.usage.completion_tokens;
+  }
+  return seen;
+}
+
+/** Kills a worker for real: a crash in its thread (its fatal path), SIGKILL of its process. */
+async function kill(server: TestServer, workerId: string): Promise<void> {
+  const engine = server.radixgate.fleet.get(workerId)!.engine;
+  if (engine.options.isolation === "process") process.kill(engine.pid!, "SIGKILL");
+  else await engine.crash();
+}
+
+// Thread isolation is the default on CPU and on a one-GPU box: it goes first.
+describe.each(["thread", "process"] as const)("%s isolation: a worker that dies", (isolation) => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer({ workers: 2, slots: 1, policy: "roundrobin", isolation });
   });
 
-  it("survives SIGKILL of a worker: queued requests go elsewhere, the worker restarts", async () => {
-    const requests = Array.from({ length: 8 }, (_, i) =>
-      server.client.chat.completions
-        .create({ model: TINY_MODEL, messages: [{ role: "user", content: `job ${i}` }], max_tokens: 600, temperature: 0 })
-        .then(
-          (completion) => ({ ok: true as const, tokens: completion.usage?.completion_tokens ?? 0 }),
-          (error: { status?: number; message: string }) => ({ ok: false as const, status: error.status, message: error.message }),
-        ),
-    );
-    // Kill w0 once it has one request running and more waiting for its only slot.
-    const before = await until(health, (h) => (h.workers.find((worker) => worker.id === "w0")?.in_flight ?? 0) >= 2);
-    expect(before.workers.find((worker) => worker.id === "w0")!.in_flight).toBeGreaterThanOrEqual(2);
-    process.kill(server.radixgate.fleet.get("w0")!.engine.pid!, "SIGKILL");
+  afterAll(async () => {
+    await server?.close();
+  });
 
-    const outcomes = await Promise.all(requests);
-    const failed = outcomes.filter((outcome) => !outcome.ok);
-    // At most the one request running in w0's only slot fails, with a clear error; the rest complete.
+  it(`runs every worker as a ${isolation}`, async () => {
+    const { workers } = await healthOf(server);
+    expect(workers.map((worker) => worker.isolation)).toEqual([isolation, isolation]);
+    const pids = server.radixgate.fleet.workers.map((worker) => worker.engine.pid);
+    if (isolation === "process") expect(pids.every((pid) => typeof pid === "number" && pid !== process.pid)).toBe(true);
+    else expect(pids).toEqual([undefined, undefined]);
+  });
+
+  it("mid-burst: no request without a first token fails, the worker comes back with the live settings", async () => {
+    // A live change of the local scheduler's settings, as a config reload makes it.
+    const local = { ...server.radixgate.fleet.get("w0")!.engine.init.local, quotaPerGroup: 7 };
+    await Promise.all(server.radixgate.fleet.workers.map((worker) => worker.engine.configure(local)));
+    const before = await healthOf(server);
+    const streams = Array.from({ length: 8 }, (_, i) => streamChat(server, `job ${i}`, 600));
+    // Kill w0 once it has one request running and more waiting for its only slot.
+    const busy = await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === "w0")?.in_flight ?? 0) >= 2);
+    expect(busy.workers.find((worker) => worker.id === "w0")!.in_flight).toBeGreaterThanOrEqual(2);
+    await kill(server, "w0");
+
+    const seen = await Promise.all(streams);
+    // A request that had not streamed a token was placed again and completed in full.
+    for (const stream of seen.filter((s) => s.contentChunks === 0)) expect(stream).toMatchObject({ status: 200, completionTokens: 600 });
+    expect(seen.every((stream) => stream.status === 200)).toBe(true);
+    // At most the request running in w0's only slot had tokens out: it ends with an error event.
+    const failed = seen.filter((stream) => stream.error !== undefined);
     expect(failed.length).toBeLessThanOrEqual(1);
-    // 500 with the request id, nothing internal (no stack, no file paths).
-    for (const failure of failed) {
-      expect(failure).toMatchObject({ ok: false, status: 500, message: expect.stringMatching(/w0 stopped while generating this request \(request req-\d+/) });
-      expect(failure.ok === false && failure.message).not.toMatch(/\.ts:|node_modules|at /);
+    for (const stream of failed) {
+      expect(stream.contentChunks).toBeGreaterThan(0);
+      expect(stream.error).toMatchObject({ code: "worker_failed", message: expect.stringMatching(/w0 stopped while generating this request/) });
+      expect(stream.error!.message).not.toMatch(/\.ts:|node_modules|\n\s+at /);
     }
-    for (const outcome of outcomes.filter((o) => o.ok)) expect(outcome).toMatchObject({ ok: true, tokens: 600 });
-    expect((await health()).failovers).toBeGreaterThanOrEqual(1);
+    for (const stream of seen.filter((s) => s.error === undefined)) expect(stream.completionTokens).toBe(600);
+    // Something was queued on w0 when it died, and went elsewhere.
+    const after = await healthOf(server);
+    expect(after.failovers).toBeGreaterThan(before.failovers);
     const metrics = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();
     expect(metrics).toMatch(/radixgate_failovers_total\{worker="w0"\} [1-9]/);
 
-    // The worker comes back on its own, in a new process, and serves again.
-    const after = await until(health, (h) => h.workers.find((worker) => worker.id === "w0")?.alive === true);
-    const w0 = after.workers.find((worker) => worker.id === "w0")!;
-    expect(w0).toMatchObject({ alive: true, restarts: 1 });
+    // The worker comes back on its own, with the settings of the live change, and serves again.
+    const back = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w0")?.alive === true);
+    expect(back.workers.find((worker) => worker.id === "w0")).toMatchObject({ alive: true, restarts: 1 });
     const restarted = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();
     expect(restarted).toMatch(/radixgate_worker_restarts_total\{worker="w0"\} 1/);
+    expect((await server.radixgate.fleet.get("w0")!.engine.stats()).local.quotaPerGroup).toBe(7);
     const pinned = await server.client.chat.completions.create(
       { model: TINY_MODEL, messages: [{ role: "user", content: "back?" }], max_tokens: 3 },
       { headers: { "x-radixgate-worker": "w0" } },
     );
     expect(pinned.usage?.completion_tokens).toBe(3);
   });
-});
 
-describe("a worker that dies while generating", () => {
-  it("answers the request it had started with a 500 naming the request id, nothing internal", async () => {
-    // Pinned requests are never placed again; this one is running on w1 when w1 dies.
+  it("while streaming a request: the stream ends with an error event naming the request, nothing internal", async () => {
+    // Pinned requests are never placed again; this one is streaming from w1 when w1 dies.
+    const decoded = (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens;
+    const running = streamChat(server, "long", 1900, { "x-radixgate-worker": "w1", "x-request-id": "req-doomed" });
+    await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1);
+    // Let it put tokens on the wire first.
+    await until(async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens, (tokens) => tokens > decoded + 20);
+    await kill(server, "w1");
+    const seen = await running;
+    expect(seen.contentChunks).toBeGreaterThan(0);
+    expect(seen.error).toMatchObject({ code: "worker_failed", message: expect.stringMatching(/request req-doomed/) });
+    expect(seen.error!.message).not.toMatch(/\.ts:|node_modules|\n\s+at /);
+    await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
+  });
+
+  it("while idle: it is reported down at once and restarted", async () => {
+    const restarts = (await healthOf(server)).workers.find((worker) => worker.id === "w1")!.restarts;
+    await kill(server, "w1");
+    const down = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === false);
+    expect(down.workers.find((worker) => worker.id === "w1")!.alive).toBe(false);
+    const up = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
+    expect(up.workers.find((worker) => worker.id === "w1")).toMatchObject({ alive: true, restarts: restarts + 1 });
+  });
+
+  it("answers a non-streamed request it had started with a 500 naming the request id", async () => {
+    const decoded = (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens;
     const running = fetch(`${server.baseURL}/chat/completions`, {
       method: "POST",
-      headers: { "content-type": "application/json", "x-radixgate-worker": "w1", "x-request-id": "req-doomed" },
+      headers: { "content-type": "application/json", "x-radixgate-worker": "w1", "x-request-id": "req-plain" },
       body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "long" }], max_tokens: 1900 }),
     });
-    await until(health, (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1);
-    process.kill(server.radixgate.fleet.get("w1")!.engine.pid!, "SIGKILL");
+    await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1);
+    await until(async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens, (tokens) => tokens > decoded + 20);
+    await kill(server, "w1");
     const response = await running;
     expect(response.status).toBe(500);
     const body = (await response.json()) as { error: { type: string; code: string; message: string } };
     expect(body.error).toMatchObject({ type: "server_error", code: "worker_failed" });
-    expect(body.error.message).toMatch(/request req-doomed/);
-    expect(body.error.message).not.toMatch(/\.ts:|node_modules|\n\s+at /);
-    await until(health, (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
+    expect(body.error.message).toMatch(/request req-plain/);
+    await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
   });
 });
 
@@ -131,8 +195,7 @@ describe("deadlines kept by the host", () => {
   });
 
   async function inFlight(): Promise<number> {
-    const body = (await (await fetch(frozen.baseURL.replace(/\/v1$/, "/health"))).json()) as Health;
-    return body.workers[0]?.in_flight ?? 0;
+    return (await healthOf(frozen)).workers[0]?.in_flight ?? 0;
   }
 
   it("answers 504 on time while the worker is frozen (SIGSTOP), streamed or not, and the worker drops the requests", async () => {

@@ -5,11 +5,17 @@ import { fork, type ChildProcess } from "node:child_process";
 import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
 import type { ChildToHost, HostToChild } from "../wire/process-protocol.js";
-import type { GenerateTask, GenerationControl, GenerationEvent, WorkerInit, WorkerTask } from "../wire/protocol.js";
+import { WORKER_DIED, type GenerateTask, type GenerationControl, type GenerationEvent, type WorkerInit, type WorkerTask } from "../wire/protocol.js";
 import { processEntry, threadEntry } from "./entry.js";
 
 export class WorkerDiedError extends Error {
   override name = "WorkerDiedError";
+}
+
+/** A task's error that says its worker died (the fatal path's WORKER_DIED), as a WorkerDiedError. */
+function deathOf(error: unknown): WorkerDiedError | undefined {
+  const message = (error as Error | undefined)?.message;
+  return typeof message === "string" && message.startsWith(WORKER_DIED) ? new WorkerDiedError(message.slice(WORKER_DIED.length)) : undefined;
 }
 
 export interface GenerationChannel {
@@ -30,11 +36,19 @@ export interface WorkerRunner {
   close(): Promise<void>;
 }
 
-/** A piscina pool of exactly one thread that holds the model. */
+/**
+ * A piscina pool of exactly one thread that holds the model. The thread dies through its
+ * fatal path (worker/task-handler.ts): its tasks fail with WORKER_DIED, then it exits. The
+ * first sign of either marks the runner dead; it takes no task after that (piscina would
+ * start a bare thread in its place, which must never see one: the host starts a new runner).
+ */
 export class ThreadRunner implements WorkerRunner {
   private readonly pool: Piscina;
   readonly died: Promise<string>;
   readonly pid = undefined;
+  private deathReason: string | undefined;
+  private closing = false;
+  private markDead!: (reason: string) => void;
 
   constructor(init: WorkerInit) {
     const entry = threadEntry(import.meta.url, "../worker/thread-main");
@@ -48,24 +62,50 @@ export class ThreadRunner implements WorkerRunner {
       idleTimeout: Number.POSITIVE_INFINITY,
       // Every request reaches the thread at once; its local scheduler queues them.
       concurrentTasksPerWorker: 1024,
+      // With atomics, an idle piscina thread blocks in Atomics.wait and its event loop stops
+      // until the next task: a dying thread that had failed its tasks never got to free
+      // llama.cpp (measured). The thread's own work between tasks must keep running.
+      atomics: "disabled",
     });
-    // A thread that dies takes its model with it; piscina would start a bare one.
-    this.died = new Promise((resolve) => this.pool.once("error", (error: Error) => resolve(`thread crashed: ${error.message}`)));
+    this.died = new Promise((resolve) => {
+      this.markDead = (reason) => {
+        if (this.deathReason !== undefined || this.closing) return;
+        this.deathReason = reason;
+        resolve(reason);
+      };
+    });
+    // The thread ended: after its fatal path, or any other way (an 'error' with no task running).
+    this.pool.on("workerDestroy", () => this.markDead("worker thread exited"));
+    this.pool.on("error", (error: Error) => this.markDead(`thread crashed: ${error.message}`));
   }
 
   run(task: Exclude<WorkerTask, GenerateTask>): Promise<unknown> {
-    return this.pool.run(task);
+    if (this.deathReason !== undefined) return Promise.reject(new WorkerDiedError(this.deathReason));
+    return this.pool.run(task).catch((error: unknown) => this.rethrow(error));
   }
 
   generate(task: Omit<GenerateTask, "port">, onEvent: (event: GenerationEvent) => void): GenerationChannel {
     const { port1: host, port2: worker } = new MessageChannel();
     host.on("message", onEvent);
-    const result = this.pool.run({ ...task, port: worker } satisfies GenerateTask, { transferList: [worker] });
+    const result =
+      this.deathReason !== undefined
+        ? Promise.reject(new WorkerDiedError(this.deathReason))
+        : this.pool.run({ ...task, port: worker } satisfies GenerateTask, { transferList: [worker] }).catch((error: unknown) => this.rethrow(error));
     return { result, control: (message) => host.postMessage(message), close: () => host.close() };
   }
 
   close(): Promise<void> {
+    this.closing = true;
     return this.pool.destroy();
+  }
+
+  /** A task failed: as the worker's death when it says so, or when the thread is gone. */
+  private rethrow(error: unknown): never {
+    const death = deathOf(error);
+    if (death) this.markDead(death.message);
+    if (death) throw death;
+    if (this.deathReason !== undefined) throw new WorkerDiedError(this.deathReason);
+    throw error;
   }
 }
 
@@ -146,7 +186,7 @@ export class ProcessRunner implements WorkerRunner {
     if (!waiter) return;
     this.pending.delete(message.id);
     if (message.type === "result") waiter.resolve(message.value);
-    else waiter.reject(new Error(message.message));
+    else waiter.reject(deathOf(new Error(message.message)) ?? new Error(message.message));
   }
 
   private send(message: HostToChild): void {

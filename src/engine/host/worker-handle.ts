@@ -39,6 +39,9 @@ export interface GenerateHooks {
 export class WorkerHandle {
   private runner: WorkerRunner;
   private inFlightCount = 0;
+  /** Generations sent to this worker so far, across restarts: the source of generation ids. */
+  private generations = 0;
+  private readonly idleWaiters: (() => void)[] = [];
   /** Finished generations by finish reason, for /health and the metrics. */
   readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
   private loadResult: LoadResult | undefined;
@@ -84,12 +87,17 @@ export class WorkerHandle {
     return this.start();
   }
 
+  /**
+   * Runs one generation. `requestId` is the client's id, for logs; the worker queues and
+   * cancels it by an id of the host's own, unique across this worker's restarts.
+   */
   async generate(requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
     // The task's result can overtake the port's events (in a thread they travel on other
     // channels): it is returned only once the worker's final "done" event has arrived.
     let markDone!: () => void;
     const drained = new Promise<void>((resolve) => (markDone = resolve));
-    const task: Omit<GenerateTask, "port"> = { kind: "generate", requestId, tokens: [...tokens], sampling };
+    const generationId = `${this.id}-g${++this.generations}`;
+    const task: Omit<GenerateTask, "port"> = { kind: "generate", generationId, requestId, tokens: [...tokens], sampling };
     const channel = this.runner.generate(task, (event: GenerationEvent) => {
       if (event.type === "started") hooks.onStarted?.(event);
       else if (event.type === "text") hooks.onText?.(event.text);
@@ -108,7 +116,14 @@ export class WorkerHandle {
       this.inFlightCount--;
       hooks.signal?.removeEventListener("abort", cancel);
       channel.close();
+      if (this.inFlightCount === 0) this.idleWaiters.splice(0).forEach((resolve) => resolve());
     }
+  }
+
+  /** Resolves once no generation is running on this worker (cancelled ones included). */
+  whenIdle(): Promise<void> {
+    if (this.inFlightCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   /** Times the worker in one idle slot, which is left empty (worker/profile.ts). */
@@ -136,14 +151,26 @@ export class WorkerHandle {
     return (await this.run({ kind: "stats" })) as WorkerStats;
   }
 
-  /** Hot reload of the local scheduler's settings. */
+  /**
+   * Hot reload of the local scheduler's settings. They are kept first, so a worker that is
+   * down now starts again with them; the running one is told at once.
+   */
   async configure(local: WorkerInit["local"]): Promise<void> {
     this.init.local = local;
     await this.run({ kind: "configure", local });
   }
 
-  /** Frees the model and stops the worker. Call only once no generation is running. */
+  /** Fault injection (tests, bench:soak): the worker takes its fatal-error path, as on a crash. */
+  async crash(): Promise<void> {
+    await this.run({ kind: "crash" });
+  }
+
+  /**
+   * Frees the model and stops the worker, once its generations have ended: cancel them
+   * first. A thread must never be stopped while it generates (that aborts the process).
+   */
   async close(): Promise<void> {
+    await this.whenIdle();
     try {
       await this.run({ kind: "dispose" });
     } finally {

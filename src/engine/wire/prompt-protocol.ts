@@ -38,6 +38,11 @@ export interface VocabInfo {
   size: number;
   /** The BOS token the worker evaluates first, or null when the model prepends none. */
   bos: number | null;
+  /**
+   * UTF-8 bytes of the vocabulary's longest token, as the GGUF spells it (never fewer than
+   * the bytes it stands for). A text of N characters is at least N / this many tokens.
+   */
+  longestTokenBytes: number;
 }
 
 /** Frees the tokenizers: a thread must never be terminated while llama.cpp objects live in it. */

@@ -75,6 +75,14 @@ export type ResponseFormat = { type: "json_object" } | { type: "json_schema"; sc
 export const RESPONSE_FORMAT_ERROR = "response_format refused by the worker: ";
 
 /**
+ * A worker that hits a fatal error (an uncaught exception in its thread or process) fails
+ * every task it holds with an error whose message starts with this, then the reason, stops
+ * its generations, frees llama.cpp and exits. The host treats such an error as the worker's
+ * death, the same as a killed process.
+ */
+export const WORKER_DIED = "worker died: ";
+
+/**
  * A worker loads a stored KV state into a slot only when the state holds at least this many
  * more prompt tokens than the slot keeps (a load has a fixed cost). The simulator uses it too.
  */
@@ -96,6 +104,12 @@ export interface GenerationPort {
 
 export interface GenerateTask {
   kind: "generate";
+  /**
+   * Made by the host for this one generation: the key of its place in the worker's queue and
+   * of its cancel. A client's x-request-id can repeat across clients; this cannot.
+   */
+  generationId: string;
+  /** The client's request id, for logs only. */
   requestId: string;
   /** The exact prompt tokens to evaluate, BOS included when the model wants one. */
   tokens: number[];
@@ -169,6 +183,8 @@ export interface WorkerStats {
   /** KV states in the worker's store, and their bytes. */
   storedStates: number;
   storedBytes: number;
+  /** The local scheduler settings the worker runs with now (hot reloads included). */
+  local: LocalSchedulerSettings;
 }
 
 /** Empty every idle slot (running requests keep theirs). */
@@ -180,7 +196,16 @@ export interface ClearedSlots {
   slots: number[];
 }
 
-export type WorkerTask = ClearIdleSlotsTask | LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask | ConfigureTask | StatsTask;
+/**
+ * Fault injection for the tests and bench:soak: the worker dies the way a crash kills it (an
+ * uncaught exception ends a thread; a process exits with an error), whatever it is running.
+ * Only host code sends it; no client request can.
+ */
+export interface CrashTask {
+  kind: "crash";
+}
+
+export type WorkerTask = ClearIdleSlotsTask | LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask | ConfigureTask | StatsTask | CrashTask;
 
 /** What a profile measured, in milliseconds. */
 export interface ProfileResult {

@@ -4,9 +4,9 @@
 // thread over Node's IPC channel; a generation's port is an IPC-backed stand-in.
 import type { GenerationControl, GenerationEvent, GenerationPort, WorkerInit, WorkerTask } from "../wire/protocol.js";
 import type { HostToChild, ChildToHost } from "../wire/process-protocol.js";
-import { createTaskHandler } from "./task-handler.js";
+import { createTaskHandler, failOnUncaught, type TaskHandler } from "./task-handler.js";
 
-let handle: ReturnType<typeof createTaskHandler> | undefined;
+let handler: TaskHandler | undefined;
 const ports = new Map<number, (message: GenerationControl) => void>();
 
 function send(message: ChildToHost): void {
@@ -24,7 +24,8 @@ function portFor(portId: number): GenerationPort {
 process.on("message", (message: HostToChild) => {
   switch (message.type) {
     case "init":
-      handle = createTaskHandler(message.init as WorkerInit);
+      handler = createTaskHandler(message.init as WorkerInit);
+      failOnUncaught(handler);
       return;
     case "port":
       ports.get(message.portId)?.(message.message);
@@ -32,7 +33,7 @@ process.on("message", (message: HostToChild) => {
     case "task": {
       const task = message.task as WorkerTask;
       const withPort = task.kind === "generate" && message.portId !== undefined ? { ...task, port: portFor(message.portId) } : task;
-      handle!(withPort).then(
+      handler!.run(withPort).then(
         (value) => send({ type: "result", id: message.id, value }),
         (error: unknown) => send({ type: "error", id: message.id, message: (error as Error).message ?? String(error) }),
       );

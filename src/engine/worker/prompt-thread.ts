@@ -89,9 +89,14 @@ async function vocabInfo(task: VocabTask): Promise<VocabInfo> {
   const { model } = await tokenizerOf(task.modelId);
   // node-llama-cpp 3.21.1 has no n_vocab accessor: the GGUF's token list is the vocabulary.
   const metadata = model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } };
-  const size = metadata.tokenizer?.ggml?.tokens?.length ?? model.fileInfo.architectureMetadata.vocab_size;
+  const tokens = metadata.tokenizer?.ggml?.tokens;
+  const size = tokens?.length ?? model.fileInfo.architectureMetadata.vocab_size;
   if (size === undefined) throw new Error(`model "${task.modelId}" declares no vocabulary size`);
-  return { size, bos: bosOf(model) };
+  let longestTokenBytes = 1;
+  for (const token of tokens ?? []) if (typeof token === "string") longestTokenBytes = Math.max(longestTokenBytes, Buffer.byteLength(token, "utf8"));
+  // Without the token list there is no bound to give: no text is refused by its length alone.
+  if (tokens === undefined) longestTokenBytes = Number.POSITIVE_INFINITY;
+  return { size, bos: bosOf(model), longestTokenBytes };
 }
 
 function bosOf(model: LlamaModel): number | null {

@@ -70,6 +70,9 @@ export class SlotEngine {
     readonly loaded: LoadResult,
   ) {}
 
+  /** Generations queued or running, with what cancels each. */
+  private readonly active = new Map<Promise<GenerationResult>, { generationId: string; abort: AbortController }>();
+
   static async load(init: WorkerInit): Promise<SlotEngine> {
     const started = performance.now();
     const llama = await getLlama({
@@ -157,7 +160,7 @@ export class SlotEngine {
 
   /** What the worker's batches carried so far (a decode step's fill is decodeTokens / steps under load). */
   stats(): WorkerStats {
-    return { ...this.batches, storedStates: this.store.size, storedBytes: this.store.bytes };
+    return { ...this.batches, storedStates: this.store.size, storedBytes: this.store.bytes, local: { ...this.init.local } };
   }
 
   async dispose(): Promise<void> {
@@ -168,15 +171,41 @@ export class SlotEngine {
   }
 
   async generate(task: GenerateTask): Promise<GenerationResult> {
-    const { port, tokens, sampling } = task;
     const abort = new AbortController();
-    port.on("message", (message: GenerationControl) => {
+    task.port.on("message", (message: GenerationControl) => {
       if (message.type !== "cancel") return;
-      // Still waiting for a slot: leave the queue. Running: stop the generation.
-      if (!this.slots.cancel(task.requestId)) abort.abort();
+      // Waiting for a slot: leave the queue. Anywhere else (building the grammar, loading a
+      // state, generating): the signal ends it at the next check.
+      this.slots.cancel(task.generationId);
+      abort.abort();
     });
+    const running = this.runGeneration(task, abort);
+    this.active.set(running, { generationId: task.generationId, abort });
+    try {
+      return await running;
+    } finally {
+      this.active.delete(running);
+    }
+  }
+
+  /** The fatal path: every queued or running generation ends (cancelled); resolves once all have. */
+  async stopAll(): Promise<void> {
+    for (const { generationId, abort } of this.active.values()) {
+      this.slots.cancel(generationId);
+      abort.abort();
+    }
+    await Promise.allSettled(this.active.keys());
+  }
+
+  private async runGeneration(task: GenerateTask, abort: AbortController): Promise<GenerationResult> {
+    const { port, tokens, sampling } = task;
     const send = (event: GenerationEvent) => port.postMessage(event);
     const queuedAt = performance.now();
+    const cancelledBeforeStart = () => {
+      send({ type: "done" });
+      port.close();
+      return cancelledInQueue(tokens.length, performance.now() - queuedAt);
+    };
     // Built (or found in the cache) before taking a slot: a schema the worker refuses fails
     // the request before it starts, so the host can still answer it with a 400.
     let grammar: LlamaGrammar | undefined;
@@ -187,17 +216,16 @@ export class SlotEngine {
       port.close();
       throw new Error(`${RESPONSE_FORMAT_ERROR}${(error as Error).message}`);
     }
-    const grant = await this.slots.acquire(task.requestId, tokens);
-    if (!grant) {
-      send({ type: "done" });
-      port.close();
-      return cancelledInQueue(tokens.length, performance.now() - queuedAt);
-    }
+    if (abort.signal.aborted) return cancelledBeforeStart();
+    const grant = await this.slots.acquire(task.generationId, tokens);
+    if (!grant) return cancelledBeforeStart();
     const { slot, group } = grant;
     try {
       const sequence = this.sequences[slot]!;
       const completion = this.completions[slot]!;
       const preparation = await this.prepareSlot(slot, tokens);
+      // Cancelled while its slot was cleared or a state loaded: it never started ("done" follows).
+      if (abort.signal.aborted) return cancelledInQueue(tokens.length, performance.now() - queuedAt);
       // LlamaCompletion re-evaluates from the first token that differs, but always evaluates the
       // last prompt token itself (it needs its logits): so at most tokens.length - 1 are reused.
       const cachedTokens = Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);

@@ -1,16 +1,38 @@
 // A worker's task handler: the one entry both thread-main.ts and process-main.ts hand their
 // tasks to. The engine is loaded by the first task that needs it and held here, one per
 // thread or process, until a dispose task.
+//
+// A fatal error (an exception nothing caught) ends the worker through one path, in a thread
+// as in a process: every task it holds fails at once with WORKER_DIED (the host places the
+// requests that had no token yet again), the generations are stopped, llama.cpp is freed, and
+// only then does the thread or process exit. The order matters in a thread: one that exits
+// while llama.cpp objects are alive aborts the whole host process (measured with
+// node-llama-cpp 3.21.1: "terminate called after throwing an instance of 'Napi::Error'").
 import type { ExportResult, GenerationResult, ImportResult, LoadResult, ProfileResult, WorkerInit, WorkerStats, WorkerTask, ClearedSlots } from "../wire/protocol.js";
+import { WORKER_DIED } from "../wire/protocol.js";
 import { SlotEngine } from "./slot-engine.js";
 
 export type TaskResult = LoadResult | GenerationResult | ProfileResult | ExportResult | ImportResult | WorkerStats | ClearedSlots | null;
 
+export interface TaskHandler {
+  run(task: WorkerTask): Promise<TaskResult>;
+  /** The fatal path: fail every task, stop and free the engine, then exit. */
+  fail(error: unknown): Promise<void>;
+}
+
+/** How long a dying worker waits for its generations to stop and llama.cpp to be freed. */
+const STOP_TIMEOUT_MS = 30_000;
+
 /** The task handler of a worker with these settings. */
-export function createTaskHandler(init: WorkerInit): (task: WorkerTask) => Promise<TaskResult> {
+export function createTaskHandler(init: WorkerInit, exit: (code: number) => void = (code) => process.exit(code)): TaskHandler {
   let engine: Promise<SlotEngine> | undefined;
+  let failure: Error | undefined;
+  let rejectAll!: (error: Error) => void;
+  const death = new Promise<never>((_, reject) => (rejectAll = reject));
+  death.catch(() => undefined);
   const loaded = () => (engine ??= SlotEngine.load(init));
-  return async (task) => {
+
+  async function perform(task: WorkerTask): Promise<TaskResult> {
     switch (task.kind) {
       case "load":
         return (await loaded()).loaded;
@@ -27,7 +49,14 @@ export function createTaskHandler(init: WorkerInit): (task: WorkerTask) => Promi
       case "stats":
         return (await loaded()).stats();
       case "configure":
-        (await loaded()).configure(task.local);
+        init.local = task.local;
+        if (engine) (await engine).configure(task.local);
+        return null;
+      case "crash":
+        // Thrown outside any task's promise, so nothing catches it: the fatal path runs.
+        setImmediate(() => {
+          throw new Error("crash injected by the host (fault injection)");
+        });
         return null;
       case "dispose": {
         const disposing = engine;
@@ -38,5 +67,41 @@ export function createTaskHandler(init: WorkerInit): (task: WorkerTask) => Promi
       default:
         return task satisfies never;
     }
+  }
+
+  return {
+    run(task) {
+      if (failure) return Promise.reject(failure);
+      const work = perform(task);
+      // Whatever the task does after the worker failed is nobody's: its answer was WORKER_DIED.
+      work.catch(() => undefined);
+      return Promise.race([work, death]);
+    },
+    async fail(error) {
+      if (failure) return;
+      const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      failure = new Error(`${WORKER_DIED}${reason}`);
+      rejectAll(failure);
+      console.error(`radixgate worker ${init.workerId}: fatal error (${reason}); stopping its generations and exiting`);
+      const stopping = engine;
+      engine = undefined;
+      const stop = async () => {
+        const running = await stopping?.catch(() => undefined);
+        if (!running) return;
+        await running.stopAll();
+        await running.dispose();
+      };
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS)));
+      await Promise.race([stop().catch(() => undefined), timeout]);
+      clearTimeout(timer);
+      exit(1);
+    },
   };
+}
+
+/** Routes the thread's or process's uncaught errors into the handler's fatal path. */
+export function failOnUncaught(handler: TaskHandler): void {
+  process.on("uncaughtException", (error) => void handler.fail(error));
+  process.on("unhandledRejection", (reason) => void handler.fail(reason));
 }
