@@ -141,6 +141,7 @@ async function createScheduler(config: Config, fleet: Fleet): Promise<GlobalSche
     windowMs: config.scheduler.windowMs,
     sessionPinning: config.scheduler.sessionPinning,
     sessionTtlMs: config.scheduler.sessionTtlMs,
+    maxSessions: config.scheduler.maxSessions,
     sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
     maxQueuePerWorker: config.scheduler.maxQueuePerWorker,
   });

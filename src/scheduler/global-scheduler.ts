@@ -28,6 +28,8 @@ export interface SchedulerOptions {
   sessionPinning: boolean;
   /** A session is forgotten after this long without a request. */
   sessionTtlMs: number;
+  /** Sessions remembered at most: a new one beyond it evicts the least recently seen. */
+  maxSessions: number;
   /** A session's worker counts as overloaded (and is left) at this many requests in flight per slot. */
   sessionOverloadPerSlot: number;
   /** Requests a worker may hold waiting beyond its slots; a full worker is not a candidate. */
@@ -38,6 +40,7 @@ export const SCHEDULER_DEFAULTS: Omit<SchedulerOptions, "now"> = {
   windowMs: 180_000,
   sessionPinning: true,
   sessionTtlMs: 30 * 60_000,
+  maxSessions: 100_000,
   sessionOverloadPerSlot: 2,
   maxQueuePerWorker: 64,
 };
@@ -106,6 +109,8 @@ class DecisionContext implements PlacementContext {
 export class GlobalScheduler {
   private readonly workers = new Map<string, WorkerState>();
   private readonly models = new Map<string, ModelState>();
+  /** Least recently seen first (a session is moved to the end each time it is seen): the
+   *  cap and the TTL both drop from the front, so keeping it bounded is O(1) amortized. */
   private readonly sessions = new Map<string, { workerId: string; lastSeen: number }>();
   private readonly options: SchedulerOptions;
 
@@ -192,6 +197,9 @@ export class GlobalScheduler {
     const now = this.options.now();
     const worker = this.workers.get(ticket.workerId);
     const model = this.models.get(ticket.request.modelId);
+    // The policy first: the request's prefix node is still in the tree (its in-flight count
+    // holds it), so what the policy records under it goes with it if releasing prunes it.
+    this.policyImpl.onRequestComplete?.(ticket.placement, ticket.request, outcome, now);
     model?.tree.removeInFlight(ticket.inFlight);
     if (worker?.unreported.get(ticket.request.tokens) === ticket.inFlight) worker.unreported.delete(ticket.request.tokens);
     if (worker) {
@@ -205,7 +213,6 @@ export class GlobalScheduler {
       }
     }
     if (outcome.ok) model?.outputs.push(outcome.completionTokens);
-    this.policyImpl.onRequestComplete?.(ticket.placement, ticket.request, outcome, now);
   }
 
   /** Applies a worker's report about its KV cache; the tree then matches reality exactly. */
@@ -259,11 +266,42 @@ export class GlobalScheduler {
     }));
   }
 
+  /**
+   * How many entries each part of the scheduler's state holds (read-only; tests and
+   * metrics). Every part is bounded (docs/placement.md): `sessions` by maxSessions and the
+   * TTL; `unreported` (placements no slot report has claimed yet) and `inFlight` by the
+   * requests not completed; `treeNodes` and `treeTokens` by the workers' capacities plus
+   * the prompts in flight; the policy's own maps come as `policy.<name>`.
+   */
+  stateSizes(): Record<string, number> {
+    let unreported = 0;
+    let inFlight = 0;
+    for (const worker of this.workers.values()) {
+      unreported += worker.unreported.size;
+      inFlight += worker.inFlight;
+    }
+    let treeNodes = 0;
+    let treeTokens = 0;
+    for (const { tree } of this.models.values()) {
+      treeNodes += tree.nodeCount;
+      treeTokens += tree.tokenCount;
+    }
+    const sizes: Record<string, number> = { sessions: this.sessions.size, unreported, inFlight, treeNodes, treeTokens };
+    for (const [name, size] of Object.entries(this.policyImpl.stateSizes?.() ?? {})) sizes[`policy.${name}`] = size;
+    return sizes;
+  }
+
   private model(modelId: string): ModelState {
     let model = this.models.get(modelId);
     if (!model) {
       // One tree per model: token ids of different tokenizers must never match each other.
-      const tree = new RadixTree({ now: this.options.now, windowMs: this.options.windowMs });
+      // A node that leaves it takes what the policy keeps under its id along (whichever
+      // policy is in place then: a swapped-out one is dropped whole).
+      const tree = new RadixTree({
+        now: this.options.now,
+        windowMs: this.options.windowMs,
+        onRemove: (nodeId) => this.policyImpl.onPrefixRemoved?.(modelId, nodeId),
+      });
       const outputs = new RecentMedian(200);
       model = { tree, outputs, placements: new WindowedSum(this.options.windowMs), context: new DecisionContext(tree, this.workers, outputs) };
       this.models.set(modelId, model);
@@ -298,16 +336,26 @@ export class GlobalScheduler {
     // resumed from the match (nothing changed the tree since it was taken).
     const inFlight = model.tree.placeOn(worker.spec.id, request.tokens, match);
     worker.unreported.set(request.tokens, inFlight);
-    if (request.sessionId !== undefined && this.options.sessionPinning) {
-      this.sessions.set(request.sessionId, { workerId: worker.spec.id, lastSeen: now });
-      if (this.sessions.size > 100_000) this.forgetStaleSessions(now);
-    }
+    if (request.sessionId !== undefined && this.options.sessionPinning) this.seeSession(request.sessionId, worker.spec.id, now);
     return { request, placement, workerId: worker.spec.id, placedAt: now, inFlight };
   }
 
-  private forgetStaleSessions(now: number): void {
-    for (const [id, session] of this.sessions) {
-      if (now - session.lastSeen > this.options.sessionTtlMs) this.sessions.delete(id);
+  /** The session was just served by the worker: it moves to the back of the map; from the
+   *  front, sessions beyond the cap or idle past the TTL go (stops at the first one kept). */
+  private seeSession(sessionId: string, workerId: string, now: number): void {
+    const sessions = this.sessions;
+    const session = sessions.get(sessionId);
+    if (session) {
+      sessions.delete(sessionId);
+      session.workerId = workerId;
+      session.lastSeen = now;
+      sessions.set(sessionId, session);
+    } else {
+      sessions.set(sessionId, { workerId, lastSeen: now });
+    }
+    for (const [id, oldest] of sessions) {
+      if (sessions.size <= this.options.maxSessions && now - oldest.lastSeen <= this.options.sessionTtlMs) break;
+      sessions.delete(id);
     }
   }
 }

@@ -21,7 +21,8 @@
 //   prefix-closed); in-flight paths and slot contents run from the root, so those counts
 //   are prefix-closed too; a node a slot holds is cached. Every node has at least one
 //   holder record: a node no worker caches and no request has in flight is pruned at once,
-//   so the tree's size is bounded by the cached plus in-flight tokens.
+//   so the tree's size is bounded by the cached plus in-flight tokens. `onRemove` reports
+//   the id of each pruned node, so what others keep per node can go with it.
 // - Slots (`setSlot`): per worker and slot, only the deepest node of what the slot holds
 //   (the slot mirror: one reference per slot, never a copy of the tokens). A report adds a
 //   slot reference along the new content and removes one along the old; a node no slot
@@ -82,6 +83,10 @@ export interface RadixTreeOptions {
   windowBuckets?: number;
   /** Called with every capacity eviction (by `insert` or `setCapacity`), after it happened. */
   onEvict?: (workerId: WorkerId, evicted: readonly EvictedEntry[]) => void;
+  /** Called with the id of every node that leaves the tree (pruned: no worker caches it, no
+   *  request has it in flight), at once, in the middle of the call that removed it: drop
+   *  what is kept under that id (ids are never reused), do not touch the tree. */
+  onRemove?: (nodeId: number) => void;
 }
 
 /** What a caller may read of a node (a match path, an eviction entry). Do not keep it long:
@@ -427,6 +432,7 @@ export class RadixTree {
   private readonly workers = new Map<WorkerId, WorkerState>();
   private readonly clock: WindowClock;
   private readonly onEvict: ((workerId: WorkerId, evicted: readonly EvictedEntry[]) => void) | undefined;
+  private readonly onRemove: ((nodeId: number) => void) | undefined;
   private readonly pathBuf: RadixNode[] = [];
   private nextId = 1;
   private protectEpoch = 0;
@@ -443,6 +449,7 @@ export class RadixTree {
     this.windowMs = windowMs;
     this.clock = { now: options.now, bucketMs: windowMs / buckets, buckets };
     this.onEvict = options.onEvict;
+    this.onRemove = options.onRemove;
     this.root = new RadixNode(0, null, new Int32Array(0), 0, this.clock);
   }
 
@@ -1100,6 +1107,7 @@ export class RadixTree {
     node.attached = false;
     this.nodes--;
     this.tokens -= node.seg.length;
+    this.onRemove?.(node.id);
   }
 
   private pushLeaf(ws: WorkerState, node: RadixNode, h: Holder): void {

@@ -50,7 +50,8 @@ export interface Placement {
   costs?: Record<string, number>;
   /** Copy actions this decision asks for (hot-prefix replication). */
   copies?: CopyAction[];
-  /** Id of the prefix node this request's statistics are kept under (hot-prefix detection). */
+  /** Id of the prefix node (in its model's tree) this request's statistics are kept under
+   *  (hot-prefix detection). */
   prefixKey?: number;
 }
 
@@ -84,13 +85,18 @@ export interface RequestOutcome {
 /**
  * A placement policy (sglang's `select(workers, request)` shape). `place` gets only live
  * workers that serve the request's model, and returns one of them, or undefined when the
- * list is empty. The hook has a no-op default.
+ * list is empty. The hooks have no-op defaults.
  */
 export interface PlacementPolicy {
   readonly name: string;
   place(request: PlacementRequest, candidates: readonly WorkerView[], context: PlacementContext): Placement | undefined;
   /** Called once for every placed request when it ends, successful or not. */
   onRequestComplete?(placement: Placement, request: PlacementRequest, outcome: RequestOutcome, now: number): void;
+  /** The node `prefixKey` left the model's tree (ids are never reused): drop whatever is kept
+   *  under it. Called while the tree is changing: do not read the tree here. */
+  onPrefixRemoved?(modelId: string, prefixKey: number): void;
+  /** Entries in each map the policy keeps, by name (read-only; tests, metrics). */
+  stateSizes?(): Record<string, number>;
 }
 
 /** What workers report about their KV cache; the global tree applies these exactly. */

@@ -17,7 +17,9 @@
 // Load rebalancing: once there is enough history (Preble: 50 x workers placements in the
 // window), an exploit whose worker's load L is >= rebalanceRatio (1.5) x the lightest
 // candidate's goes to the cheapest worker instead ("rebalance").
-// Hot prefixes: the TTFT of requests sharing a cached prefix is kept per prefix node; when
+// Hot prefixes: the TTFT of requests sharing a cached prefix is kept per prefix node (per
+// model: node ids are per tree), dropped when the node leaves the tree or when its newest
+// sample falls out of the window, so it never outgrows the tree nor the window; when
 // its mean in the second half of the window is >= hotTtftRatio (2) x the first half's,
 // the prefix is hot: its next request goes to the cheapest worker that does NOT hold it
 // ("replicate"), and when copying its KV is predicted cheaper than recomputing it there,
@@ -65,6 +67,11 @@ class TtftHistory {
   /** One past the last sample. */
   get end(): number {
     return this.at.length;
+  }
+
+  /** Time of the newest sample (samples are kept in time order). */
+  get newest(): number {
+    return this.at[this.at.length - 1]!;
   }
 
   push(at: number, ttftMs: number, horizon: number, limit: number): void {
@@ -151,8 +158,10 @@ const OTHERS = 2;
 
 export class PreblePolicy implements PlacementPolicy {
   readonly name = "preble";
-  /** TTFT samples per prefix node id. */
-  private readonly ttftByPrefix = new Map<number, TtftHistory>();
+  /** TTFT samples per model, then per prefix node id; each inner map in the order of its
+   *  histories' newest samples (a history is moved to the back when it gets one; with a
+   *  clock that only moves forward), so the ones whose window has passed are at the front. */
+  private readonly ttftByPrefix = new Map<string, Map<number, TtftHistory>>();
   private readonly scratch = new Scratch();
 
   constructor(private readonly options: PrebleOptions = PREBLE_DEFAULTS) {}
@@ -184,9 +193,9 @@ export class PreblePolicy implements PlacementPolicy {
 
     let hasOthers = false;
     for (let i = 0; i < count; i++) if (candidates[i]!.matchedTokens < matched) hasOthers = true;
-    if (prefixKey !== undefined && hasOthers && this.isHot(prefixKey, context.now)) {
+    if (prefixKey !== undefined && hasOthers && this.isHot(request.modelId, prefixKey, context.now)) {
       // Redirect first, then copy: the new worker serves this request either way.
-      this.ttftByPrefix.delete(prefixKey);
+      this.ttftByPrefix.get(request.modelId)!.delete(prefixKey);
       const target = candidates[this.cheapest(OTHERS, matched, costs, candidates, request, context)]!;
       // The least loaded holder (the first among equals).
       let source = -1;
@@ -207,20 +216,40 @@ export class PreblePolicy implements PlacementPolicy {
     return this.decide(candidates[holder]!, "exploit", matched, costs, prefixKey);
   }
 
-  onRequestComplete(placement: Placement, _request: PlacementRequest, outcome: RequestOutcome, now: number): void {
+  onRequestComplete(placement: Placement, request: PlacementRequest, outcome: RequestOutcome, now: number): void {
     if (placement.prefixKey === undefined || !outcome.ok) return;
-    let history = this.ttftByPrefix.get(placement.prefixKey);
-    if (!history) {
-      history = new TtftHistory();
-      this.ttftByPrefix.set(placement.prefixKey, history);
+    let histories = this.ttftByPrefix.get(request.modelId);
+    if (!histories) {
+      histories = new Map();
+      this.ttftByPrefix.set(request.modelId, histories);
     }
+    const horizon = now - this.options.windowMs;
+    let history = histories.get(placement.prefixKey);
+    if (history) histories.delete(placement.prefixKey);
+    else history = new TtftHistory();
+    histories.set(placement.prefixKey, history);
     // Keeps the window's samples, at most the last 256 (bounds memory).
-    history.push(now, outcome.ttftMs, now - this.options.windowMs, 256);
+    history.push(now, outcome.ttftMs, horizon, 256);
+    // Histories with no sample left in the window say nothing to isHot: drop them.
+    for (const [key, oldest] of histories) {
+      if (oldest.newest >= horizon) break;
+      histories.delete(key);
+    }
+  }
+
+  onPrefixRemoved(modelId: string, prefixKey: number): void {
+    this.ttftByPrefix.get(modelId)?.delete(prefixKey);
+  }
+
+  stateSizes(): Record<string, number> {
+    let ttftHistories = 0;
+    for (const histories of this.ttftByPrefix.values()) ttftHistories += histories.size;
+    return { ttftHistories };
   }
 
   /** Whether the prefix's TTFT degraded: second half of the window vs the first. */
-  isHot(prefixKey: number, now: number): boolean {
-    const history = this.ttftByPrefix.get(prefixKey);
+  isHot(modelId: string, prefixKey: number, now: number): boolean {
+    const history = this.ttftByPrefix.get(modelId)?.get(prefixKey);
     if (!history) return false;
     const middle = now - this.options.windowMs / 2;
     const horizon = now - this.options.windowMs;
