@@ -241,11 +241,14 @@ export class GlobalScheduler {
     }
   }
 
-  /** Whether a live worker of the model exists but every one has a full queue (429, not 503). */
-  allQueuesFull(modelId: string): boolean {
+  /**
+   * Whether a live worker exists among the model's (or the one named) and every such worker
+   * has a full queue: the answer is then 429, not 503.
+   */
+  allQueuesFull(modelId: string, workerId?: string): boolean {
     let alive = 0;
     for (const worker of this.workers.values()) {
-      if (worker.spec.modelId !== modelId || !worker.alive) continue;
+      if (worker.spec.modelId !== modelId || !worker.alive || (workerId !== undefined && worker.spec.id !== workerId)) continue;
       alive++;
       if (worker.inFlight < worker.spec.slots + this.options.maxQueuePerWorker) return false;
     }

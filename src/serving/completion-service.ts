@@ -299,6 +299,8 @@ export class CompletionService {
     for (const copy of ticket.placement.copies ?? []) await this.copyPrefix(copy);
     let ttftMs: number | undefined;
     let delivered = false;
+    let startedSlot: number | undefined;
+    let workerDied = false;
     let cachedTokens = 0;
     let result: GenerationResult | undefined;
     try {
@@ -310,6 +312,7 @@ export class CompletionService {
           signal: job.signal,
           onStarted: (event) => {
             cachedTokens = event.cachedTokens;
+            startedSlot = event.slot;
             // The worker's report: this slot now holds the prompt. The tree follows it exactly.
             this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: event.slot, tokens });
             hooks.onStarted?.({ workerId: ticket.workerId, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
@@ -325,6 +328,7 @@ export class CompletionService {
       return { ...result, workerId: ticket.workerId, placement: ticket.placement };
     } catch (error) {
       if (error instanceof WorkerDiedError) {
+        workerDied = true;
         // Demote at once, not at the next report: the fleet restarts it and says when it is back.
         this.scheduler.setAlive(ticket.workerId, false);
         const failed = new ServingError(
@@ -341,6 +345,13 @@ export class CompletionService {
       }
       throw new ServingError("worker_failed", `Worker ${ticket.workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
     } finally {
+      // The slot was reported holding the whole prompt when the request started; a request
+      // that ended early (cancelled in its prefill, failed) holds less: the report follows.
+      // A worker that died was reset in the tree already.
+      if (startedSlot !== undefined && !workerDied) {
+        const held = result?.heldPromptTokens ?? cachedTokens;
+        if (held < tokens.length) this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: startedSlot, tokens: tokens.slice(0, held) });
+      }
       this.scheduler.complete(ticket, {
         ok: result !== undefined && result.finishReason !== "cancelled",
         promptTokens: tokens.length,
@@ -378,13 +389,9 @@ export class CompletionService {
       }
     }
     const ticket = this.scheduler.place(request, pinnedWorkerId);
-    if (!ticket && this.scheduler.allQueuesFull(request.modelId)) {
-      throw new ServingError(
-        "queue_full",
-        `Every worker of model "${request.modelId}" has a full queue (scheduler.maxQueuePerWorker); retry after a moment.`,
-        null,
-        1,
-      );
+    if (!ticket && this.scheduler.allQueuesFull(request.modelId, pinnedWorkerId)) {
+      const who = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} (named by x-radixgate-worker)` : `Every worker of model "${request.modelId}"`;
+      throw new ServingError("queue_full", `${who} has a full queue (scheduler.maxQueuePerWorker); retry after a moment.`, null, 1);
     }
     if (!ticket) {
       const reason = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} is down; retry without x-radixgate-worker.` : `No live worker serves model "${request.modelId}" right now; retry shortly.`;

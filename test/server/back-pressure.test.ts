@@ -22,8 +22,8 @@ afterAll(async () => {
   await radixgate?.close();
 });
 
-async function post(body: unknown) {
-  const response = await fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+async function post(body: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
   return { status: response.status, retryAfter: response.headers.get("retry-after"), body: (await response.json()) as { error?: { code: string; message: string; type: string } } };
 }
 
@@ -49,6 +49,19 @@ describe("back-pressure and the rest of the error matrix", () => {
     }
     const after = await post({ model: TINY_MODEL, messages: [{ role: "user", content: "after" }], max_tokens: 2 });
     expect(after.status).toBe(200);
+  });
+
+  it("refuses a burst beyond a pinned worker's queue with 429 (not 503: the worker is alive)", async () => {
+    const pinned = { "x-radixgate-worker": "w0" };
+    const burst = await Promise.all(Array.from({ length: 8 }, (_, i) => post({ model: TINY_MODEL, messages: [{ role: "user", content: `pinned ${i}` }], max_tokens: 300 }, pinned)));
+    const refused = burst.filter((response) => response.status !== 200);
+    expect(burst.filter((response) => response.status === 200).length).toBeGreaterThanOrEqual(3);
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    for (const response of refused) {
+      expect(response.status).toBe(429);
+      expect(response.retryAfter).toBe("1");
+      expect(response.body.error).toMatchObject({ code: "queue_full", message: expect.stringMatching(/Worker w0 \(named by x-radixgate-worker\) has a full queue/) });
+    }
   });
 
   it("answers 503 with Retry-After when no worker of the model is alive, and recovers", async () => {

@@ -264,6 +264,12 @@ export interface GenerationResult {
   restoreFailed?: string;
   completionTokens: number;
   slot: number;
+  /**
+   * Prompt tokens the slot's KV holds when the generation ends: all of them after a
+   * generation, fewer when it was cancelled during its prefill. The host's report of the
+   * slot (sent at start, with the whole prompt) is cut back to this.
+   */
+  heldPromptTokens: number;
   queueMs: number;
   /** From taking the slot to the first generated token: the prefill of the uncached part. */
   prefillMs: number;
