@@ -146,6 +146,21 @@ describe("hot reload", () => {
     expect(failures).toEqual([]);
   });
 
+  it("applies a reload while a worker is down or restarting; the worker comes back with the new settings", async () => {
+    const w0 = radixgate.fleet.get("w0")!;
+    const restarts = w0.restarts;
+    await w0.engine.crash();
+    await until(async () => w0.alive, (alive) => !alive);
+    writeFileSync(path, configText({ policy: "roundrobin", priorityGroups: 3 }));
+    const result = await radixgate.reloader.reload("test");
+    // The live worker took it; the down one keeps it for its restart. Not a reload failure.
+    expect(result).toMatchObject({ ok: true });
+    expect((await health()).config_error).toBeNull();
+    expect((await radixgate.fleet.get("w1")!.engine.stats()).local.priorityGroups).toBe(3);
+    await until(async () => w0.alive && w0.restarts > restarts, (back) => back);
+    expect((await w0.engine.stats()).local.priorityGroups).toBe(3);
+  });
+
   it("reloads on demand (SIGHUP calls this), naming keys that need a restart", async () => {
     writeFileSync(path, configText({ policy: "affinity", port: 9999 }));
     const result = await radixgate.reloader.reload("test");
