@@ -42,6 +42,7 @@ export const METRIC_NAMES = [
   "radixgate_replications_total",
   "radixgate_prefix_copies_total",
   "radixgate_failovers_total",
+  "radixgate_scheduler_state_entries",
   "process_cpu_seconds_total",
   "nodejs_eventloop_lag_seconds",
 ] as const;
@@ -87,7 +88,7 @@ export class Metrics implements ServingObserver {
     this.placements = new Counter({ name: "radixgate_placements_total", help: "Placements by policy and reason (exploit, explore, rebalance, replicate, ...).", labelNames: ["policy", "reason"], registers });
     this.replications = new Counter({ name: "radixgate_replications_total", help: "Hot prefixes sent to a second worker.", registers });
     this.copies = new Counter({ name: "radixgate_prefix_copies_total", help: "KV prefix copies between workers by outcome.", labelNames: ["outcome"], registers });
-    this.failovers = new Counter({ name: "radixgate_failovers_total", help: "Requests placed again because their worker died before starting them.", labelNames: ["worker"], registers });
+    this.failovers = new Counter({ name: "radixgate_failovers_total", help: "Requests placed again because their worker died before their first token reached the client.", labelNames: ["worker"], registers });
 
     const byWorker = (name: string, help: string, value: (view: ReturnType<GlobalScheduler["views"]>[number]) => number) =>
       new Gauge({
@@ -112,6 +113,16 @@ export class Metrics implements ServingObserver {
       registers,
       collect() {
         for (const worker of fleet.workers) this.set({ worker: worker.engine.id }, worker.restarts);
+      },
+    });
+
+    new Gauge({
+      name: "radixgate_scheduler_state_entries",
+      help: "Entries the global scheduler keeps, by kind (sessions, tree nodes and tokens, the policy's own): each is bounded.",
+      labelNames: ["kind"],
+      registers,
+      collect() {
+        for (const [kind, size] of Object.entries(scheduler.stateSizes())) this.set({ kind }, size);
       },
     });
 
