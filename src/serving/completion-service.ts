@@ -31,6 +31,12 @@ export interface CompletionJob {
   pinnedWorkerId?: string;
   /** x-session-id header or `user`: session pinning. */
   sessionId?: string;
+  /**
+   * The client receives the text as it is generated (SSE). A request whose worker dies is
+   * placed again unless part of its answer already reached the client: a streamed one only
+   * before its first token, a non-streamed one always (it has received nothing).
+   */
+  streamed?: boolean;
   signal?: AbortSignal;
 }
 
@@ -224,10 +230,10 @@ export class CompletionService {
       maxTokens,
       ...(job.sessionId !== undefined ? { sessionId: job.sessionId } : {}),
     };
-    // A worker that dies before the request's first token reached the client (queued, or
-    // still in prefill) costs the client nothing: the request is placed again on a live
-    // worker, streams included (they had sent headers at most). After the first token, never
-    // retried: the client may already hold part of the answer.
+    // A worker that dies before any of the answer reached the client (queued, in prefill, or
+    // generating a non-streamed answer) costs the client nothing: the request is placed again
+    // on a live worker, streams included (they had sent headers at most). A stream that had
+    // sent a token is never retried: the client holds part of the answer.
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.runOnce(job, request, tokens, maxTokens, hooks);
@@ -319,7 +325,7 @@ export class CompletionService {
           },
           onText: (text) => {
             ttftMs ??= this.now() - placedAt;
-            delivered = true;
+            if (job.streamed) delivered = true;
             hooks.onText?.(text);
           },
         },
@@ -401,7 +407,7 @@ export class CompletionService {
   }
 }
 
-/** A request whose worker died before its first token reached the client: safe to place again. */
+/** A request whose worker died before any of its answer reached the client: safe to place again. */
 class NotStartedError extends Error {
   constructor(
     override readonly cause: ServingError,

@@ -76,40 +76,39 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
     const local = { ...server.radixgate.fleet.get("w0")!.engine.init.local, quotaPerGroup: 7 };
     await Promise.all(server.radixgate.fleet.workers.map((worker) => worker.engine.configure(local)));
     const before = await healthOf(server);
-    const streams = Array.from({ length: 8 }, (_, i) => streamChat(server, `job ${i}`, 600));
-    // Kill w0 once it has one request running and more waiting for its only slot.
-    const busy = await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === "w0")?.in_flight ?? 0) >= 2);
-    expect(busy.workers.find((worker) => worker.id === "w0")!.in_flight).toBeGreaterThanOrEqual(2);
-    await kill(server, "w0");
+    // A non-streamed request takes one worker's only slot; streams queue behind it there.
+    const plain = server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "plain" }], max_tokens: 600, temperature: 0 });
+    const holding = await until(() => healthOf(server), (h) => h.workers.some((worker) => worker.in_flight === 1));
+    const victim = holding.workers.find((worker) => worker.in_flight === 1)!.id;
+    const decoded = (await server.radixgate.fleet.get(victim)!.engine.stats()).decodeTokens;
+    const streams = Array.from({ length: 7 }, (_, i) => streamChat(server, `job ${i}`, 600));
+    const busy = await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === victim)?.in_flight ?? 0) >= 2);
+    expect(busy.workers.find((worker) => worker.id === victim)!.in_flight).toBeGreaterThanOrEqual(2);
+    // The non-streamed answer is being generated (tokens made, none sent: the client gets it whole).
+    await until(async () => (await server.radixgate.fleet.get(victim)!.engine.stats()).decodeTokens, (tokens) => tokens > decoded + 20);
+    await kill(server, victim);
 
+    // The non-streamed request had received nothing: placed again, answered in full.
+    const answer = await plain;
+    expect(answer.usage?.completion_tokens).toBe(600);
+    // So were the streams queued behind it: none had a token out, none fails.
     const seen = await Promise.all(streams);
-    // A request that had not streamed a token was placed again and completed in full.
-    for (const stream of seen.filter((s) => s.contentChunks === 0)) expect(stream).toMatchObject({ status: 200, completionTokens: 600 });
-    expect(seen.every((stream) => stream.status === 200)).toBe(true);
-    // At most the request running in w0's only slot had tokens out: it ends with an error event.
-    const failed = seen.filter((stream) => stream.error !== undefined);
-    expect(failed.length).toBeLessThanOrEqual(1);
-    for (const stream of failed) {
-      expect(stream.contentChunks).toBeGreaterThan(0);
-      expect(stream.error).toMatchObject({ code: "worker_failed", message: expect.stringMatching(/w0 stopped while generating this request/) });
-      expect(stream.error!.message).not.toMatch(/\.ts:|node_modules|\n\s+at /);
-    }
-    for (const stream of seen.filter((s) => s.error === undefined)) expect(stream.completionTokens).toBe(600);
-    // Something was queued on w0 when it died, and went elsewhere.
+    for (const stream of seen) expect(stream).toMatchObject({ status: 200, completionTokens: 600 });
+    expect(seen.filter((stream) => stream.error !== undefined)).toEqual([]);
     const after = await healthOf(server);
-    expect(after.failovers).toBeGreaterThan(before.failovers);
+    expect(after.failovers).toBeGreaterThanOrEqual(before.failovers + 2);
     const metrics = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();
-    expect(metrics).toMatch(/radixgate_failovers_total\{worker="w0"\} [1-9]/);
+    expect(metrics).toMatch(new RegExp(`radixgate_failovers_total\\{worker="${victim}"\\} [2-9]`));
 
     // The worker comes back on its own, with the settings of the live change, and serves again.
-    const back = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w0")?.alive === true);
-    expect(back.workers.find((worker) => worker.id === "w0")).toMatchObject({ alive: true, restarts: 1 });
+    const back = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === victim)?.alive === true);
+    expect(back.workers.find((worker) => worker.id === victim)).toMatchObject({ alive: true, restarts: 1 });
     const restarted = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();
-    expect(restarted).toMatch(/radixgate_worker_restarts_total\{worker="w0"\} 1/);
-    expect((await server.radixgate.fleet.get("w0")!.engine.stats()).local.quotaPerGroup).toBe(7);
+    expect(restarted).toMatch(new RegExp(`radixgate_worker_restarts_total\\{worker="${victim}"\\} 1`));
+    expect((await server.radixgate.fleet.get(victim)!.engine.stats()).local.quotaPerGroup).toBe(7);
     const pinned = await server.client.chat.completions.create(
       { model: TINY_MODEL, messages: [{ role: "user", content: "back?" }], max_tokens: 3 },
-      { headers: { "x-radixgate-worker": "w0" } },
+      { headers: { "x-radixgate-worker": victim } },
     );
     expect(pinned.usage?.completion_tokens).toBe(3);
   });
@@ -138,7 +137,7 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
     expect(up.workers.find((worker) => worker.id === "w1")).toMatchObject({ alive: true, restarts: restarts + 1 });
   });
 
-  it("answers a non-streamed request it had started with a 500 naming the request id", async () => {
+  it("answers a pinned non-streamed request it was generating with a 500 naming the request id (pinned requests stay where they are sent)", async () => {
     const decoded = (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens;
     const running = fetch(`${server.baseURL}/chat/completions`, {
       method: "POST",

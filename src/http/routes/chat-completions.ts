@@ -55,7 +55,7 @@ export function chatCompletionsRoute(app: FastifyInstance, service: CompletionSe
 /** The request fields both completion routes read the same way. */
 type SharedRequest = Pick<
   ChatCompletionRequest & CompletionRequest,
-  "model" | "temperature" | "top_p" | "seed" | "stop" | "presence_penalty" | "frequency_penalty" | "response_format" | "user"
+  "model" | "temperature" | "top_p" | "seed" | "stop" | "presence_penalty" | "frequency_penalty" | "response_format" | "user" | "stream"
 >;
 
 /** Everything of a job but the prompt and the token limit: sampling, pinning, session, cancellation. */
@@ -75,6 +75,7 @@ export function jobBasics(request: FastifyRequest, reply: FastifyReply, body: Sh
     modelId: body.model,
     sampling,
     pinnedWorkerId: headerValue(request, WORKER_HEADER),
+    streamed: body.stream === true,
     sessionId: headerValue(request, SESSION_HEADER) ?? body.user,
     signal: abortOnDisconnect(reply).signal,
   };
