@@ -32,6 +32,8 @@ export interface RequestRecord {
   gotContent: boolean;
   /** Bad requests: the status and code they should get, e.g. "400 invalid_json". */
   expected?: string;
+  /** Times the client sent the request again after a 429 or 503 with Retry-After. */
+  retries?: number;
   /** Abort requests: whether the client left before a content token arrived. */
   abortedBeforeFirstToken?: boolean;
   worker?: string;
@@ -60,6 +62,9 @@ interface Usage {
   prompt_tokens_details?: { cached_tokens?: number };
 }
 
+/** Retries of a 429 or 503, as OpenAI's SDK makes by default. */
+const MAX_RETRIES = 2;
+
 /** Why the client's AbortController fired. */
 type StopReason = "client-abort" | "hang";
 
@@ -83,7 +88,16 @@ export async function sendRequest(url: string, spec: RequestSpec, phaseStart: nu
     if (spec.abort?.when === "after-first-token") abortTimer = setTimeout(() => stop("client-abort"), spec.abort.delayMs);
   };
   try {
-    const response = await fetch(url, { method: "POST", headers: spec.headers, body: spec.body, signal: controller.signal });
+    let response = await fetch(url, { method: "POST", headers: spec.headers, body: spec.body, signal: controller.signal });
+    // Back-pressure (429) and no live worker (503) come with Retry-After: a client retries
+    // them, as OpenAI's own SDK does (twice by default). Only the last answer counts.
+    while (spec.kind !== "bad" && (response.status === 429 || response.status === 503) && (record.retries ?? 0) < MAX_RETRIES) {
+      record.retries = (record.retries ?? 0) + 1;
+      await response.body?.cancel();
+      const waitS = Math.min(Number(response.headers.get("retry-after") ?? "1") || 1, 10);
+      await new Promise((resolve) => setTimeout(resolve, waitS * 1000));
+      response = await fetch(url, { method: "POST", headers: spec.headers, body: spec.body, signal: controller.signal });
+    }
     record.status = response.status;
     record.worker = response.headers.get("x-radixgate-worker") ?? undefined;
     if (spec.kind === "bad") await readRefusal(response, record);

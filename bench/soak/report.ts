@@ -95,6 +95,7 @@ function isolationSection(r: IsolationResult): string[] {
     "",
     `- Failed (good requests, by status and code): ${list(s.failureReasonsByKind)}.`,
     `- Failed without a first token: **${s.failedWithoutFirstToken}** (${list(s.failedWithoutFirstTokenReasons)}); failed after some content: ${s.failedAfterContent}.`,
+    `- Sent again after a 429 or 503 with Retry-After (at most twice, as OpenAI's SDK does): ${s.retried.requests} requests, ${s.retried.completed} of them then completed.`,
     `- Hangs: **${s.hangs}**.`,
     `- Aborts: ${s.aborts.sent} sent; the client left before the first token ${s.aborts.abortedBeforeFirstToken}, after it ${s.aborts.abortedAfterFirstToken}; finished before the client left ${s.aborts.finishedBeforeTheClientLeft}; failed ${s.aborts.failed}.`,
     `- Bad requests: ${s.bad.sent} sent, ${s.bad.refusedInShape} answered 4xx in OpenAI's shape (${s.bad.asExpected} with the expected status and code), ${s.bad.misanswered} otherwise. Answers: ${list(s.bad.answers)}.`,

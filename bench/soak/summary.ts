@@ -35,6 +35,8 @@ export interface LoadSummary {
   failedWithoutFirstTokenReasons: Counted[];
   failedWithoutFirstTokenByReason: Counted[];
   failedAfterContent: number;
+  /** Good requests the client sent again after a 429 or 503 (Retry-After), and how many of those then completed. */
+  retried: { requests: number; completed: number };
   hangs: number;
   aborts: { sent: number; abortedBeforeFirstToken: number; abortedAfterFirstToken: number; finishedBeforeTheClientLeft: number; failed: number };
   bad: { sent: number; refusedInShape: number; asExpected: number; misanswered: number; answers: Counted[] };
@@ -76,6 +78,10 @@ export function summarize(records: readonly RequestRecord[]): LoadSummary {
     failedWithoutFirstTokenReasons: tally(withoutToken, (r) => `${r.kind}: ${reasonOf(r)}`),
     failedWithoutFirstTokenByReason: tally(withoutToken, reasonOf),
     failedAfterContent: failed.length - withoutToken.length,
+    retried: {
+      requests: records.filter((r) => (r.retries ?? 0) > 0).length,
+      completed: records.filter((r) => (r.retries ?? 0) > 0 && r.outcome === "completed").length,
+    },
     hangs: records.filter((r) => r.outcome === "hang").length,
     aborts: {
       sent: aborts.length,
