@@ -55,6 +55,18 @@ export const ConfigSchema = Type.Object(
         host: Type.String({ default: "127.0.0.1", description: "Listen address (env HOST overrides)." }),
         port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: "Listen port (env PORT overrides; 0 = any free port)." }),
         bodyLimitBytes: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024, description: "Largest request body accepted." }),
+        maxJsonDepth: Type.Integer({
+          minimum: 8,
+          maximum: 512,
+          default: 64,
+          description: "Deepest nesting of arrays and objects a JSON body may have; checked before the body is parsed (400 json_too_deep above it).",
+        }),
+        maxIdLength: Type.Integer({
+          minimum: 16,
+          maximum: 8192,
+          default: 256,
+          description: "Longest client id accepted: `user`, `model`, the x-session-id, x-request-id and x-radixgate-worker headers and a path segment such as a model id (400, or 414 for the path, above it).",
+        }),
         apiKeys: Type.Array(Type.String({ minLength: 1 }), {
           default: [],
           description: "Bearer keys clients must send (Authorization: Bearer <key>); empty = no authentication. Env RADIXGATE_API_KEYS (comma-separated) adds keys.",

@@ -6,7 +6,8 @@ import type { Metrics } from "../metrics/metrics.js";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { CompletionService } from "../serving/completion-service.js";
 import type { Fleet } from "../serving/fleet.js";
-import { installErrorHandlers } from "./error-handler.js";
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./error-handler.js";
+import { installIdLimits, installJsonParser, REQUEST_ID_HEADER, requestIdGenerator, type HttpLimits } from "./limits.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoute, readyRoute } from "./routes/health.js";
@@ -26,10 +27,21 @@ export interface AppServices {
 }
 
 export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError = () => undefined }: AppServices): FastifyInstance {
+  const limits: HttpLimits = {
+    bodyLimitBytes: config.server.bodyLimitBytes,
+    maxJsonDepth: config.server.maxJsonDepth,
+    maxIdLength: config.server.maxIdLength,
+  };
   const app = Fastify({
     logger: { level: config.server.logLevel },
-    bodyLimit: config.server.bodyLimitBytes,
-    requestIdHeader: "x-request-id",
+    bodyLimit: limits.bodyLimitBytes,
+    // The client's x-request-id becomes the request id only once checked (see limits.ts).
+    requestIdHeader: false,
+    genReqId: requestIdGenerator(limits.maxIdLength),
+    routerOptions: { maxParamLength: limits.maxIdLength },
+    // Errors raised before a route runs get the same OpenAI shape as the rest.
+    frameworkErrors: frameworkErrorHandler(limits),
+    clientErrorHandler,
     ajv: {
       // Validate what the client sent: no type coercion ("0.5" is not a number) and no
       // silent removal of unknown fields (those are checked against the refused list).
@@ -37,9 +49,11 @@ export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, 
     },
   });
   app.addHook("onSend", async (request, reply) => {
-    reply.header("x-request-id", request.id);
+    reply.header(REQUEST_ID_HEADER, request.id);
   });
-  installErrorHandlers(app);
+  installErrorHandlers(app, limits);
+  installJsonParser(app, limits);
+  installIdLimits(app, limits);
   installApiKeys(app, apiKeys);
   metricsRoute(app, metrics);
   chatCompletionsRoute(app, service);

@@ -14,10 +14,11 @@ export interface TestServer {
 }
 
 export async function startTestServer(
-  overrides: { workers?: number; slots?: number; policy?: string; isolation?: "thread" | "process"; requestTimeoutMs?: number } = {},
+  // `server`: extra keys of config.yml's server section (limits such as maxJsonDepth).
+  overrides: { workers?: number; slots?: number; policy?: string; isolation?: "thread" | "process"; requestTimeoutMs?: number; server?: Record<string, unknown> } = {},
 ): Promise<TestServer> {
   const config = parseConfig({
-    server: { host: "127.0.0.1", port: 0, logLevel: "warn" },
+    server: { host: "127.0.0.1", port: 0, logLevel: "warn", ...overrides.server },
     models: [
       {
         id: TINY_MODEL,
