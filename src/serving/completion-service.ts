@@ -238,7 +238,9 @@ export class CompletionService {
       try {
         return await this.runOnce(job, request, tokens, maxTokens, hooks);
       } catch (error) {
-        const canRetry = error instanceof NotStartedError && job.pinnedWorkerId === undefined && attempt < this.fleet.workers.length;
+        // Once only: a request that itself brings its worker down (a native crash on some
+        // input) takes at most two workers with it, never every one in turn.
+        const canRetry = error instanceof NotStartedError && job.pinnedWorkerId === undefined && attempt < MAX_FAILOVERS;
         if (!canRetry) throw error instanceof NotStartedError ? error.cause : error;
         this.failovers++;
         this.observer.failover?.(error.workerId);
@@ -406,6 +408,9 @@ export class CompletionService {
     return ticket;
   }
 }
+
+/** Placements again of one request after its worker died. */
+const MAX_FAILOVERS = 1;
 
 /** A request whose worker died before any of its answer reached the client: safe to place again. */
 class NotStartedError extends Error {

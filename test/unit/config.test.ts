@@ -19,7 +19,7 @@ function writeConfig(text: string): string {
 describe("parseConfig", () => {
   it("fills every default", () => {
     const config = parseConfig(minimal);
-    expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8388608, apiKeys: [], maxConcurrentRequests: 1024, shutdownTimeoutMs: 30000, logLevel: "info" });
+    expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8388608, apiKeys: [], maxConcurrentRequests: 1024, shutdownTimeoutMs: 30000, logLevel: "info", maxJsonDepth: 64, maxIdLength: 256 });
     expect(config.spill).toEqual({ budgetBytes: 536870912, minTokens: 64, recentMs: 600000, dir: "" });
     expect(config.generation).toEqual({ defaultMaxTokens: 256, requestTimeoutMs: 600000 });
     expect(config.models[0]).toMatchObject({ workers: "auto", isolation: "auto", slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });

@@ -247,7 +247,7 @@ export class SlotEngine {
           metadata: { stopReason },
         } = await completion.generateCompletionWithMeta(withoutPrependedBos(this.model, tokens), {
           maxTokens: sampling.maxTokens,
-          temperature: sampling.temperature,
+          temperature: samplingTemperature(sampling.temperature),
           topP: sampling.topP,
           seed: sampling.seed,
           repeatPenalty: repeatPenaltyOf(sampling),
@@ -401,6 +401,18 @@ function repeatPenaltyOf(sampling: SamplingParams): LLamaContextualRepeatPenalty
   const frequencyPenalty = sampling.frequencyPenalty ?? 0;
   if (presencePenalty === 0 && frequencyPenalty === 0) return undefined;
   return { penalty: 1, presencePenalty, frequencyPenalty, lastTokens: Math.max(1, sampling.maxTokens), penalizeNewLine: true };
+}
+
+/**
+ * Below this a temperature is greedy sampling. llama.cpp divides the logits by it in float32:
+ * from about 1e-37 they overflow to infinity and the sampler picks token 0, which a grammar
+ * refuses ("Unexpected empty grammar stack"), and that error ends the worker (measured with
+ * temperature 1e-39 and a JSON grammar). Every temperature this small is greedy already.
+ */
+const GREEDY_BELOW = 1e-6;
+
+function samplingTemperature(temperature: number): number {
+  return temperature < GREEDY_BELOW ? 0 : temperature;
 }
 
 function cancelledInQueue(promptTokens: number, queueMs: number): GenerationResult {
