@@ -116,14 +116,14 @@ export class RequestMix {
     try {
       transcripts = loadAgentTranscripts().filter((transcript) => transcript.calls.length >= TURNS.min);
     } catch {
-      // No ../shared/data on this machine: filler sessions below.
+      // The transcripts could not be read: filler sessions below.
     }
     this.transcripts = transcripts;
   }
 
   /** Where agent turns come from, for the report. */
   get transcriptSource(): string {
-    return this.transcripts.length > 0 ? `${this.transcripts.length} ToolBench and SWE-agent transcripts (../shared/data)` : "seeded filler text (../shared/data not found)";
+    return this.transcripts.length > 0 ? `${this.transcripts.length} ToolBench and SWE-agent transcripts (bench/data)` : "seeded filler text (bench/data could not be read)";
   }
 
   /** The next request of the mix, drawn by weight. */

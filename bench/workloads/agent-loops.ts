@@ -1,4 +1,4 @@
-// Agent loops replayed from real multi-call transcripts (../shared/data, see PROVENANCE.md
+// Agent loops replayed from real multi-call transcripts (bench/data, see PROVENANCE.md
 // there): the field note's sequential-turn client (seed 000), many sessions interleaved.
 //
 // Transcripts
@@ -27,8 +27,8 @@ import { fileURLToPath } from "node:url";
 import { type ChatMessage, StandInTokenizer } from "./chat-tokens.js";
 import { exactTokens, exponentialMs, structureStream, VOCAB, type WorkloadRequest } from "./tokens.js";
 
-export const TOOLBENCH_ANSWERS = fileURLToPath(new URL("../../../shared/data/toolbench_data_example/data_example/answer/", import.meta.url));
-export const SWE_AGENT_TRAJECTORIES = fileURLToPath(new URL("../../../shared/data/swe_agent_trajectories/", import.meta.url));
+export const TOOLBENCH_ANSWERS = fileURLToPath(new URL("../data/toolbench_data_example/data_example/answer/", import.meta.url));
+export const SWE_AGENT_TRAJECTORIES = fileURLToPath(new URL("../data/swe_agent_trajectories/", import.meta.url));
 
 /** A message of a transcript, with what the stand-in tokenizer needs to place the session marker. */
 export interface TranscriptMessage extends ChatMessage {

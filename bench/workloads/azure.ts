@@ -1,5 +1,5 @@
 // The Azure LLM inference traces of 2023 (Azure/AzurePublicDataset, see
-// ../shared/data/PROVENANCE.md): one row per request with its arrival (TIMESTAMP), prompt
+// bench/data/PROVENANCE.md): one row per request with its arrival (TIMESTAMP), prompt
 // length (ContextTokens) and output length (GeneratedTokens), for a conversation service and
 // a code service. The traces carry no content, so prefix sharing is ADDED by a stated rule:
 //
@@ -16,8 +16,8 @@ import { fileURLToPath } from "node:url";
 import { appendTokens, exactTokens, mix32, structureStream, VOCAB, type WorkloadRequest } from "./tokens.js";
 import { sampleCdf, zipfCdf } from "./toolbench-zipf.js";
 
-export const AZURE_CONV_TRACE = fileURLToPath(new URL("../../../shared/data/AzureLLMInferenceTrace_conv.csv", import.meta.url));
-export const AZURE_CODE_TRACE = fileURLToPath(new URL("../../../shared/data/AzureLLMInferenceTrace_code.csv", import.meta.url));
+export const AZURE_CONV_TRACE = fileURLToPath(new URL("../data/AzureLLMInferenceTrace_conv.csv", import.meta.url));
+export const AZURE_CODE_TRACE = fileURLToPath(new URL("../data/AzureLLMInferenceTrace_code.csv", import.meta.url));
 
 export interface AzureRecord {
   /** Arrival, ms since the Unix epoch (the trace's wall-clock time, read as UTC). */

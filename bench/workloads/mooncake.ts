@@ -1,5 +1,5 @@
 // The Mooncake conversation trace (kvcache-ai/Mooncake FAST25-release, see
-// ../shared/data/PROVENANCE.md) as prompts of token ids. Each record carries its arrival
+// bench/data/PROVENANCE.md) as prompts of token ids. Each record carries its arrival
 // (`timestamp`, ms), `input_length`, `output_length` and `hash_ids`: one id per 512-token
 // block of the prompt, equal id = the same block (and, since Mooncake chains the hashes, the
 // same prefix up to it). Block id b becomes a deterministic block of 512 token ids keyed by
@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { appendTokens, exactTokens, mix32, VOCAB, type WorkloadRequest } from "./tokens.js";
 
-export const MOONCAKE_CONVERSATION_TRACE = fileURLToPath(new URL("../../../shared/data/mooncake_conversation_trace.jsonl", import.meta.url));
+export const MOONCAKE_CONVERSATION_TRACE = fileURLToPath(new URL("../data/mooncake_conversation_trace.jsonl", import.meta.url));
 
 /** Tokens per hash id in the Mooncake traces. */
 export const MOONCAKE_BLOCK_TOKENS = 512;

@@ -234,7 +234,7 @@ export class TimeModel {
  * multi_node/benchmarks/exp_configs/model_equations_numpy.py (commit 21bb7f6f), where the
  * function carrying these numbers is named `llama3_70b_A100_tp2_sglang_extend_flashinfer`:
  * Preble's later global_scheduler_with_time.py imports an `LP_Llama3_70B_H100_...` variant whose
- * body is not in the sources searched, so the hardware label is DESIGN's, not verified. The same
+ * body is not in the sources searched, so the H100 label is the one this project was given, not verified. The same
  * source gives no decode or copy figures for this model: those below are ASSUMPTIONS, derived
  * from memory bandwidth (decode of a 70B model is bound by reading its weights once per token):
  *   decodeBase       = 140 GB of bf16 weights / (2 x 3.35 TB/s HBM3, 2 H100 SXM) / 70% = 29.85 ms

@@ -353,13 +353,6 @@ export class CompletionService {
       }
       throw new ServingError("worker_failed", `Worker ${ticket.workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
     } finally {
-      // The slot was reported holding the whole prompt when the request started; a request
-      // that ended early (cancelled in its prefill, failed) holds less: the report follows.
-      // A worker that died was reset in the tree already.
-      if (startedSlot !== undefined && !workerDied) {
-        const held = result?.heldPromptTokens ?? cachedTokens;
-        if (held < tokens.length) this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: startedSlot, tokens: tokens.slice(0, held) });
-      }
       this.scheduler.complete(ticket, {
         ok: result !== undefined && result.finishReason !== "cancelled",
         promptTokens: tokens.length,
@@ -368,6 +361,14 @@ export class CompletionService {
         ttftMs: ttftMs ?? this.now() - placedAt,
         ...(result ? { prefillMs: result.prefillMs, decodeMsPerToken: decodeMsPerToken(result) } : {}),
       });
+      // The slot was reported holding the whole prompt when the request started; a request
+      // that ended early (cancelled in its prefill, failed) holds less: the report follows.
+      // A worker that died was reset in the tree already. After complete(): while the
+      // request is in flight, the tree keeps its prompt as the worker's estimate.
+      if (startedSlot !== undefined && !workerDied) {
+        const held = result?.heldPromptTokens ?? cachedTokens;
+        if (held < tokens.length) this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: startedSlot, tokens: tokens.slice(0, held) });
+      }
     }
   }
 

@@ -125,7 +125,7 @@ describe("TimeModel predictions", () => {
 });
 
 describe("TIME_MODEL_PRESETS", () => {
-  it("h100-llama3-70b is DESIGN.md's fit: prefillMs(1000, 3000) = 28.93 + 182.2 + 12.012 + 7.65", () => {
+  it("h100-llama3-70b is Preble's published fit: prefillMs(1000, 3000) = 28.93 + 182.2 + 12.012 + 7.65", () => {
     const model = new TimeModel(TIME_MODEL_PRESETS["h100-llama3-70b"]!);
     expect(model.prefillMs(1000, 3000)).toBeCloseTo(28.93 + 182.2 + 12.012 + 7.65, 1);
     expect(model.coefficients.perExtend).toBeCloseTo(0.1822, 4);

@@ -1,0 +1,94 @@
+// CompletionService's bookkeeping with the scheduler, with stand-in workers whose failures
+// can be chosen exactly: what the tree believes a slot holds after a request that started
+// and then did not finish.
+import { describe, expect, it } from "vitest";
+import type { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
+import type { GenerateHooks } from "../../src/engine/host/worker-handle.js";
+import type { GenerationResult, SamplingParams } from "../../src/engine/wire/protocol.js";
+import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
+import { createPolicy } from "../../src/scheduler/registry.js";
+import { TimeModel } from "../../src/scheduler/time-model.js";
+import { CompletionService } from "../../src/serving/completion-service.js";
+import type { Fleet } from "../../src/serving/fleet.js";
+
+const MODEL = "m";
+const PROMPT = Array.from({ length: 200 }, (_, i) => 10 + i);
+
+/** A worker that starts the request in slot 0 (30 tokens already cached there), then does `finish`. */
+function standInWorker(finish: (tokens: readonly number[]) => GenerationResult) {
+  return {
+    id: "w0",
+    async generate(_requestId: string, tokens: readonly number[], _sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+      hooks.onStarted?.({ type: "started", slot: 0, cachedTokens: 30, queueMs: 0, restoredTokens: 0 });
+      await Promise.resolve();
+      return finish(tokens);
+    },
+  };
+}
+
+function service(finish: (tokens: readonly number[]) => GenerationResult) {
+  const scheduler = new GlobalScheduler(createPolicy("roundrobin"), { now: () => 0 });
+  scheduler.addWorker({
+    id: "w0",
+    modelId: MODEL,
+    slots: 1,
+    capacityTokens: 4096,
+    timeModel: new TimeModel({ base: 1, perExtend: 1, perContext: 0, perExtendContext: 0, decodeBase: 5, decodePerContext: 0, copyBase: 1, copyPerToken: 0.01 }),
+  });
+  const engine = standInWorker(finish);
+  const worker = { engine, modelId: MODEL, restarts: 0, alive: true };
+  const fleet = {
+    models: new Map([[MODEL, { config: {}, path: "", contextSize: 4096, createdAt: 0 }]]),
+    workers: [worker],
+    get: (id: string) => (id === "w0" ? worker : undefined),
+    workerIds: () => ["w0"],
+  } as unknown as Fleet;
+  const preparer = { vocab: async () => ({ size: 1000, bos: null, longestTokenBytes: 8 }) } as unknown as PromptPreparer;
+  const completions = new CompletionService({ fleet, preparer, scheduler, limits: { defaultMaxTokens: 8, requestTimeoutMs: 0, maxConcurrentRequests: 10 } });
+  const run = () =>
+    completions.complete({ requestId: "r1", modelId: MODEL, prompt: { kind: "tokens", tokens: PROMPT, param: "prompt" }, sampling: { temperature: 0, stop: [] } });
+  // What the tree believes w0 holds (its slots and nothing in flight once the request ended).
+  const held = () => scheduler.views().find((worker) => worker.id === "w0")!.cachedTokens;
+  return { run, held };
+}
+
+function result(overrides: Partial<GenerationResult>): GenerationResult {
+  return {
+    text: "",
+    finishReason: "stop",
+    promptTokens: PROMPT.length,
+    cachedTokens: 30,
+    restoredTokens: 0,
+    evictedTokens: 0,
+    spilledTokens: 0,
+    completionTokens: 1,
+    slot: 0,
+    heldPromptTokens: PROMPT.length,
+    queueMs: 0,
+    prefillMs: 1,
+    totalMs: 2,
+    ...overrides,
+  };
+}
+
+describe("the slot report after a request ends", () => {
+  it("keeps the whole prompt when the worker finished it", async () => {
+    const { run, held } = service(() => result({}));
+    await run();
+    expect(held()).toBe(PROMPT.length);
+  });
+
+  it("is cut back to what the worker says the slot holds when the request was cancelled early", async () => {
+    const { run, held } = service(() => result({ finishReason: "cancelled", heldPromptTokens: 120, completionTokens: 0 }));
+    await run();
+    expect(held()).toBe(120);
+  });
+
+  it("is cut back to the part that was cached before when the worker failed the request after starting it", async () => {
+    const { run, held } = service(() => {
+      throw new Error("sampler failed");
+    });
+    await expect(run()).rejects.toMatchObject({ code: "worker_failed" });
+    expect(held()).toBe(30);
+  });
+});
