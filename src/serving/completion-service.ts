@@ -400,7 +400,12 @@ export class CompletionService {
     const ticket = this.scheduler.place(request, pinnedWorkerId);
     if (!ticket && this.scheduler.allQueuesFull(request.modelId, pinnedWorkerId)) {
       const who = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} (named by x-radixgate-worker)` : `Every worker of model "${request.modelId}"`;
-      throw new ServingError("queue_full", `${who} has a full queue (scheduler.maxQueuePerWorker); retry after a moment.`, null, 1);
+      // While a worker restarts, capacity comes back when it does: say when (a client retrying
+      // after 1 s would meet the same full queues again).
+      const backInS = pinnedWorkerId === undefined ? Math.ceil(this.fleet.expectedBackInMs(request.modelId) / 1000) : 0;
+      const retryAfter = Math.min(MAX_RETRY_AFTER_S, Math.max(1, backInS));
+      const when = backInS > 0 ? `a worker of the model is restarting, expected back in about ${backInS} s; retry then` : "retry after a moment";
+      throw new ServingError("queue_full", `${who} has a full queue (scheduler.maxQueuePerWorker); ${when}.`, null, retryAfter);
     }
     if (!ticket) {
       const reason = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} is down; retry without x-radixgate-worker.` : `No live worker serves model "${request.modelId}" right now; retry shortly.`;
@@ -409,6 +414,9 @@ export class CompletionService {
     return ticket;
   }
 }
+
+/** The longest Retry-After the server gives (a worker whose restart takes longer is waited for again). */
+const MAX_RETRY_AFTER_S = 30;
 
 /** Placements again of one request after its worker died. */
 const MAX_FAILOVERS = 1;

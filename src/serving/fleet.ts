@@ -22,6 +22,10 @@ export interface FleetWorker {
   /** Restarts after deaths, for /health and the metrics. */
   restarts: number;
   alive: boolean;
+  /** When it died (performance.now()), while it is down. */
+  downSince?: number;
+  /** How long its last start took, from death (or launch) to serving: the next restart's estimate. */
+  startMs: number;
 }
 
 export interface FleetHooks {
@@ -70,10 +74,16 @@ export class Fleet {
           },
           { isolation, env },
         );
-        workers.push({ engine, modelId: model.id, restarts: 0, alive: false });
+        workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
       }
     }
-    const loads = await Promise.allSettled(workers.map((worker) => worker.engine.start()));
+    const launchedAt = performance.now();
+    const loads = await Promise.allSettled(
+      workers.map(async (worker) => {
+        await worker.engine.start();
+        worker.startMs = performance.now() - launchedAt;
+      }),
+    );
     const failed = loads.find((load): load is PromiseRejectedResult => load.status === "rejected");
     if (failed) {
       await Promise.allSettled(workers.map((worker) => worker.engine.close()));
@@ -102,6 +112,20 @@ export class Fleet {
     return this.workers.filter((worker) => worker.modelId === modelId).map((worker) => worker.engine.id);
   }
 
+  /**
+   * Milliseconds until a worker of the model that is down now is expected back (its last
+   * start took that long); 0 when none is down. A client refused while a worker restarts is
+   * told to come back then, not at once.
+   */
+  expectedBackInMs(modelId: string, now = performance.now()): number {
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const worker of this.workers) {
+      if (worker.modelId !== modelId || worker.alive || worker.downSince === undefined) continue;
+      soonest = Math.min(soonest, Math.max(0, worker.startMs - (now - worker.downSince)));
+    }
+    return Number.isFinite(soonest) ? soonest : 0;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const timer of this.timers) clearTimeout(timer);
@@ -112,6 +136,7 @@ export class Fleet {
     void worker.engine.died.then((reason) => {
       if (this.closed) return;
       worker.alive = false;
+      worker.downSince = performance.now();
       this.hooks?.onWorkerDown(worker.engine.id, reason);
       this.restart(worker, 0);
     });
@@ -129,6 +154,8 @@ export class Fleet {
           if (this.closed) return void worker.engine.close().catch(() => undefined);
           worker.restarts++;
           worker.alive = true;
+          if (worker.downSince !== undefined) worker.startMs = performance.now() - worker.downSince;
+          worker.downSince = undefined;
           this.watch(worker);
           this.hooks?.onWorkerUp(worker.engine.id);
         },

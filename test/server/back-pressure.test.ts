@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load-config.js";
 import { createRadixgate, type Radixgate } from "../../src/radixgate.js";
 import { TINY_MODEL } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 let radixgate: Radixgate;
 let base: string;
@@ -73,5 +74,52 @@ describe("back-pressure and the rest of the error matrix", () => {
     expect((await fetch(`${base}/ready`)).status).toBe(503);
     radixgate.scheduler.setAlive("w0", true);
     expect((await post({ model: TINY_MODEL, messages: [{ role: "user", content: "back" }], max_tokens: 2 })).status).toBe(200);
+  });
+});
+
+describe("back-pressure while a worker restarts", () => {
+  let server: Radixgate;
+  let url: string;
+
+  beforeAll(async () => {
+    const config = parseConfig({
+      server: { port: 0, logLevel: "silent" },
+      models: [{ id: TINY_MODEL, source: "preset:tiny", workers: 2, slots: 1, contextSize: 2048, isolation: "thread" }],
+      scheduler: { policy: "roundrobin", maxQueuePerWorker: 1 },
+    });
+    server = await createRadixgate({ config, path: "test", dir: process.cwd() });
+    url = `${await server.listen()}/v1/chat/completions`;
+  });
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  const burst = (n: number) =>
+    Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const response = await fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: `restart ${i}` }], max_tokens: 200 }),
+        });
+        return { status: response.status, retryAfter: response.headers.get("retry-after"), body: (await response.json()) as { error?: { message: string } } };
+      }),
+    );
+
+  it("tells a refused client to come back when the worker is expected back, not at once", async () => {
+    const w0 = server.fleet.get("w0")!;
+    await w0.engine.crash();
+    await until(async () => w0.alive, (alive) => !alive);
+    const refused = (await burst(6)).filter((answer) => answer.status === 429);
+    expect(refused.length).toBeGreaterThan(0);
+    // The worker's last start took seconds (loading the model): that is the wait it names.
+    for (const answer of refused) {
+      expect(Number(answer.retryAfter)).toBeGreaterThanOrEqual(2);
+      expect(answer.body.error!.message).toMatch(/restarting, expected back in about \d+ s/);
+    }
+    await until(async () => w0.alive, (alive) => alive);
+    const later = (await burst(8)).filter((answer) => answer.status === 429);
+    for (const answer of later) expect(answer.retryAfter).toBe("1");
   });
 });
