@@ -87,7 +87,7 @@ function isolationSection(r: IsolationResult): string[] {
   return [
     `## ${r.isolation} isolation`,
     "",
-    `Server up in ${fmt(r.startupS, 1)} s. Capacity: ${fmt(r.capacity.requestsPerS, 1)} requests/s (${r.capacity.answered} answered in ${r.capacity.seconds} s, closed loop at concurrency ${r.capacity.concurrency}; ` +
+    `Server up in ${fmt(r.startupS, 1)} s. Capacity: ${fmt(r.capacity.requestsPerS, 1)} requests/s (${r.capacity.answered} good requests completed in the second half of ${r.capacity.seconds} s, closed loop at concurrency ${r.capacity.concurrency}; ` +
       `${r.capacity.summary.failed} failed: ${list(r.capacity.summary.failureReasons)}). Soak rate: ${fmt(r.ratePerS, 2)} requests/s planned, ${fmt(r.soak.sentPerS, 2)} sent; ` +
       `the last answer came ${fmt(r.soak.wallS, 1)} s after the soak started (${r.soak.plannedS} s of arrivals).`,
     "",
@@ -150,7 +150,7 @@ export function renderReport(header: RunHeader, results: readonly IsolationResul
     `Server: in-process \`createRadixgate\` from a config.yml in a temp folder; model ${header.server.model}, ${header.server.workers} workers x ${header.server.slots} slots, ` +
       `contextSize ${header.server.contextSize}, threads ${header.server.threads}, policy ${header.server.policy}, log level ${header.server.logLevel}. ${header.loadGenerator}`,
     "",
-    `Per isolation, one after the other: capacity = requests of the mix answered per second in a ${d.capacitySeconds} s closed loop at concurrency ${d.capacityConcurrency}; ` +
+    `Per isolation, one after the other: capacity = good requests (agent turns, one-shots, streams) completed per second in the second half of a ${d.capacitySeconds} s closed loop at concurrency ${d.capacityConcurrency}, divided by their share of the mix (aborts and bad requests cost next to nothing and are not counted); ` +
       `then ${d.soakMinutes} min of Poisson arrivals at ${(d.loadFraction * 100).toFixed(0)} % of it. A worker is killed every ${d.killEveryS} s (w0, w1, ...: a thread by \`engine.crash()\`, ` +
       `a process by SIGKILL) and config.yml is rewritten and reloaded every ${d.reloadEveryS} s (${RELOAD_KEY} alternating). Memory is sampled ${d.warmUpS} s into the soak and 2 s before its end, ` +
       `${header.gcExposed ? "each after global.gc()" : "without a forced GC (run node with --expose-gc for one)"}. A request unanswered after ${d.hangBoundS} s is a hang.`,

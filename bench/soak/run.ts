@@ -3,7 +3,7 @@
 // process isolation (one after the other, never at once). soak.ts says what a run does,
 // summary.ts what is counted; results go to bench/results/<stem>.{md,json}.
 //
-//   npm run bench:soak -- [--minutes 10] [--isolation thread|process|both] [--capacity-seconds 30]
+//   npm run bench:soak -- [--minutes 10] [--isolation thread|process|both] [--capacity-seconds 60]
 //     [--capacity-concurrency 8] [--load-fraction 0.8] [--kill-every-s 120] [--reload-every-s 60]
 //     [--hang-s 60] [--seed 1] [--results soak]
 //
@@ -22,7 +22,7 @@ const { values } = parseArgs({
   options: {
     minutes: { type: "string", default: "10" },
     isolation: { type: "string", default: "both" },
-    "capacity-seconds": { type: "string", default: "30" },
+    "capacity-seconds": { type: "string", default: "60" },
     "capacity-concurrency": { type: "string", default: "8" },
     "load-fraction": { type: "string", default: "0.8" },
     "kill-every-s": { type: "string", default: "120" },

@@ -1,6 +1,7 @@
 // One soak run in one isolation: start the server, measure its capacity with a closed loop
 // of the mix, then hold it at a fraction of that capacity with Poisson arrivals while a
 // worker is killed and the config reloaded on a timer. Returns everything the report needs.
+import { DEFAULT_WEIGHTS } from "./mix.js";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
 import type { RequestRecord } from "./client.js";
 import { runLoad, type LoadGeneratorHealth } from "./load-process.js";
@@ -122,11 +123,18 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
       salt: `${salt}-c`,
       hangMs: options.hangMs,
     });
-    const answered = capacityRun.records.filter((r) => r.outcome !== "hang" && r.sentAtMs + r.totalMs <= options.capacitySeconds * 1000).length;
+    // Steady state only: the second half of the loop (agent sessions have reached their later,
+    // longer turns), good requests only (an abort or a bad request costs the server next to
+    // nothing and would inflate the figure), scaled up to the whole mix by their share.
+    const endMs = options.capacitySeconds * 1000;
+    const answered = capacityRun.records.filter(
+      (r) => r.outcome === "completed" && (r.kind === "agent-turn" || r.kind === "one-shot" || r.kind === "stream") && r.sentAtMs >= endMs / 2 && r.sentAtMs + r.totalMs <= endMs,
+    ).length;
+    const goodShare = DEFAULT_WEIGHTS["agent-turn"] + DEFAULT_WEIGHTS["one-shot"] + DEFAULT_WEIGHTS.stream;
     const capacity: CapacityResult = {
       seconds: options.capacitySeconds,
       concurrency: options.capacityConcurrency,
-      requestsPerS: answered / options.capacitySeconds,
+      requestsPerS: answered / (options.capacitySeconds / 2) / goodShare,
       answered,
       summary: summarize(capacityRun.records),
       generator: capacityRun.health,
