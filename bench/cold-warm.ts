@@ -1,5 +1,5 @@
 // Cold vs warm TTFT of one long prompt on one idle worker of the `bench` model
-// (DESIGN.md 7: "probe the cache directly: the same long prompt twice on an idle worker").
+// (the cache probed directly: the same long prompt twice on an idle worker).
 //
 //   npm run bench:cold-warm [-- --lengths 1000,4000 --repeats 3]
 //

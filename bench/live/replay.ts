@@ -1,7 +1,6 @@
 // One request list, two runs: the live benchmark replays it over HTTP against a real server,
 // the simulator (bench/sim/simulator.ts) runs it with the calibrated CPU time model, and the
-// two are compared request for request (issue 6, item 3: how well does the simulator predict
-// the live run). Both sides get the same prompts (token ids), the same arrival times and the
+// two are compared request for request (how well does the simulator predict the live run). Both sides get the same prompts (token ids), the same arrival times and the
 // same max_tokens; the list comes from a bench/workloads generator.
 //
 // Token ids: the generators draw ids from Mistral's 32k vocabulary; the served model (the

@@ -55,7 +55,7 @@ const row = (result: ArmResult) => ({
 const rows = results.map(row);
 const pinned = rows.find((r) => r.arm === "pinned");
 const spread = rows.find((r) => r.arm === "spread");
-// The field note's "both": warm turns within 10 % of always-pinned AND the burst within 10 % of always-spread.
+// "Both": warm turns within 10 % of always-pinned AND the burst within 10 % of always-spread.
 const verdicts = rows
   .filter((r) => r.arm !== "pinned" && r.arm !== "spread")
   .map((r) => ({
@@ -83,7 +83,7 @@ const md = [
       `| ${r.arm} | ${fmt(r.warmTurnTtftMs)} | ${fmt(r.warmTurnCachedFraction * 100, 1)}% | ${fmt(r.coldTurnTtftMs)} | ${fmt(r.burstMs)} | ${r.burstWorkers} | ${fmt(r.traceTtftMeanMs)} / ${fmt(r.traceTtftP50Ms)} | ${fmt(r.traceLatencyMeanMs)} | ${fmt(r.traceCachedFraction * 100, 1)}% | ${r.samples.warmTurns}/${r.samples.coldTurns}/${r.samples.burst}/${r.samples.trace} |`,
   ),
   "",
-  "The field note's \"both\" (warm turns within 10 % of always-pinned, burst within 10 % of always-spread):",
+  "Both at once (warm turns within 10 % of always-pinned, burst within 10 % of always-spread):",
   "",
   "| policy | warm-turn TTFT / pinned | burst / spread | both |",
   "| --- | ---: | ---: | --- |",

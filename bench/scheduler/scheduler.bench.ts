@@ -416,7 +416,7 @@ function parseArgs(argv: readonly string[]): Args {
     if (!Number.isSafeInteger(parsed) || parsed < 0) throw new Error(`${flag} needs a non-negative integer, got ${raw}`);
     return parsed;
   };
-  // A fresh salt per run unless one is given (DESIGN.md section 7).
+  // A fresh salt per run unless one is given: one run's tree must not favour the next.
   return {
     seed: int("--seed", 1),
     salt: int("--salt", randomInt(2 ** 31)),

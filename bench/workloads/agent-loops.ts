@@ -1,5 +1,6 @@
 // Agent loops replayed from real multi-call transcripts (bench/data, see PROVENANCE.md
-// there): the field note's sequential-turn client (seed 000), many sessions interleaved.
+// there): each session sends its turns one after another, as an agent does, and many
+// sessions interleave.
 //
 // Transcripts
 // - ToolBench answers (`answer_generation.train_messages`): one full message list per LLM

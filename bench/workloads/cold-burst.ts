@@ -1,6 +1,6 @@
 // A cold burst: `count` distinct one-shot prompts (one message each, nothing shared), all
-// sent at once. The field note's second failure mode (seed 000): pinning everything loses a
-// card, only spreading the burst uses every card's prefill. Prompt lengths uniform in
+// sent at once: pinning everything to one worker leaves the others idle; only spreading
+// the burst uses every worker's prefill. Prompt lengths uniform in
 // [min, max] tokens, outputs `outputTokens`.
 import { appendTokens, exactTokens, mix32, structureStream, VOCAB, type WorkloadRequest } from "./tokens.js";
 

@@ -1,4 +1,4 @@
-// Reference shapes of grouped shared prefixes (DESIGN.md section 7): `groups` system prompts
+// Reference shapes of grouped shared prefixes: `groups` system prompts
 // of `systemTokens` each, `perGroup` questions of `questionTokens` per group, every request a
 // system prompt plus its own question, `outputTokens` generated.
 //   - SGLang's "generated-shared-prefix" benchmark (bench_serving.py --dataset-name

@@ -1,7 +1,7 @@
 // Deterministic token ids for synthetic and trace-driven workloads. Every block of tokens is
 // a pure function of (seed, salt, what it stands for), so a generator can rebuild any prompt
-// without keeping its tokens, and two runs with different salts share no prefix (DESIGN.md
-// section 7: salt each run's corpus) while keeping the same shape (the structure of a
+// without keeping its tokens, and two runs with different salts share no prefix (a
+// fresh salt per run keeps one run's cache from serving the next) while keeping the same shape (the structure of a
 // workload comes from the seed alone).
 import { mulberry32 } from "../../src/common/random.js";
 
@@ -20,7 +20,7 @@ export interface WorkloadRequest {
   outputTokens: number;
   /** What the prompt shares with others: the prefix index (ToolBench) or the first hash id (Mooncake). */
   group: number;
-  /** Chat messages the request carries (more than one marks a continuation, seed 000); 1 when absent. */
+  /** Chat messages the request carries (more than one marks a continuation for the `shape` policy); 1 when absent. */
   messageCount?: number;
   /** The client's max_tokens (the scheduler's expected output until it has observed some); absent: the server default. */
   maxTokens?: number;

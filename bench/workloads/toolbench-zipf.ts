@@ -1,4 +1,4 @@
-// ToolBench-like workload as Preble evaluates it (DESIGN.md section 7): many tool-use prompts
+// ToolBench-like workload as the Preble paper evaluates it: many tool-use prompts
 // share one of `prefixes` long system prompts (tool documentation, ~2000 tokens), picked with
 // Zipf(a = 1.1) popularity, each followed by a unique question (~200 tokens); arrivals are a
 // Poisson process. Prefix k (0-based) has popularity rank k + 1.

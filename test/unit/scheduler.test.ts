@@ -109,7 +109,7 @@ describe("conformance: every policy", () => {
   }
 });
 
-describe("the shape policy's own test (seed 000)", () => {
+describe("the shape policy's own test", () => {
   for (const name of ["shape", "roundrobin"] as const) {
     it(`${name}: a batch of single-turn requests uses every worker, consecutive picks alternating`, () => {
       const { scheduler } = harness(name, ["w0", "w1"]);
