@@ -3,6 +3,7 @@
 // the client: TTFT = sent -> first chunk with text; its completion tokens come from the
 // usage chunk (llama-server and Radixgate both send one with stream_options.include_usage).
 import { mulberry32 } from "../../src/common/random.js";
+import { sseData } from "../sse.js";
 
 export interface Message {
   role: "system" | "user" | "assistant";
@@ -38,25 +39,17 @@ export async function chat(target: Target, messages: Message[], maxTokens: numbe
   let text = "";
   let chunks = 0;
   let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
-  let buffered = "";
-  const decoder = new TextDecoder();
-  for await (const bytes of response.body) {
-    buffered += decoder.decode(bytes as Uint8Array, { stream: true });
-    let end: number;
-    while ((end = buffered.indexOf("\n\n")) >= 0) {
-      const event = buffered.slice(0, end).trim();
-      buffered = buffered.slice(end + 2);
-      if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
-      const chunk = JSON.parse(event.slice(6)) as { choices?: { delta?: { content?: string | null } }[]; usage?: typeof usage; error?: unknown };
-      if (chunk.error) throw new Error(`${target.baseURL}: ${JSON.stringify(chunk.error)}`);
-      const piece = chunk.choices?.[0]?.delta?.content;
-      if (piece) {
-        firstAt ??= performance.now();
-        text += piece;
-        chunks++;
-      }
-      if (chunk.usage) usage = chunk.usage;
+  for await (const data of sseData(response.body as AsyncIterable<Uint8Array>)) {
+    if (data === "[DONE]") continue;
+    const chunk = JSON.parse(data) as { choices?: { delta?: { content?: string | null } }[]; usage?: typeof usage; error?: unknown };
+    if (chunk.error) throw new Error(`${target.baseURL}: ${JSON.stringify(chunk.error)}`);
+    const piece = chunk.choices?.[0]?.delta?.content;
+    if (piece) {
+      firstAt ??= performance.now();
+      text += piece;
+      chunks++;
     }
+    if (chunk.usage) usage = chunk.usage;
   }
   const done = performance.now();
   return {

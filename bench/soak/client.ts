@@ -1,6 +1,7 @@
 // Sends one request of the mix and records what the client saw: its status, the first
 // content token's time, whether any content arrived before an error, and how it ended.
 // Every request is bounded: one with no answer after `hangMs` is given up and counted as a hang.
+import { sseData } from "../sse.js";
 import type { RequestKind, RequestSpec } from "./mix.js";
 
 /**
@@ -159,30 +160,21 @@ async function readBody(response: Response, record: RequestRecord): Promise<void
 /** Reads SSE events up to `data: [DONE]`; an error event or a stream cut before it is a failure. */
 async function readStream(response: Response, record: RequestRecord, onFirstToken: () => void): Promise<void> {
   if (!response.body) throw new Error("a 200 stream without a body");
-  const decoder = new TextDecoder();
-  let buffered = "";
   let done = false;
-  for await (const bytes of response.body) {
-    buffered += decoder.decode(bytes as Uint8Array, { stream: true });
-    let end: number;
-    while ((end = buffered.indexOf("\n\n")) >= 0) {
-      const event = buffered.slice(0, end).trim();
-      buffered = buffered.slice(end + 2);
-      if (!event.startsWith("data: ")) continue;
-      if (event === "data: [DONE]") {
-        done = true;
-        continue;
-      }
-      const chunk = JSON.parse(event.slice(6)) as { choices?: { delta?: { content?: string | null } }[]; usage?: Usage } & Partial<OpenAIErrorBody>;
-      if (chunk.error) {
-        record.outcome = "failed";
-        record.code = chunk.error.code ?? chunk.error.type ?? "stream_error";
-        record.message = chunk.error.message;
-        continue;
-      }
-      if (chunk.choices?.[0]?.delta?.content && record.firstTokenMs === undefined) onFirstToken();
-      if (chunk.usage) takeUsage(record, chunk.usage);
+  for await (const data of sseData(response.body as AsyncIterable<Uint8Array>)) {
+    if (data === "[DONE]") {
+      done = true;
+      continue;
     }
+    const chunk = JSON.parse(data) as { choices?: { delta?: { content?: string | null } }[]; usage?: Usage } & Partial<OpenAIErrorBody>;
+    if (chunk.error) {
+      record.outcome = "failed";
+      record.code = chunk.error.code ?? chunk.error.type ?? "stream_error";
+      record.message = chunk.error.message;
+      continue;
+    }
+    if (chunk.choices?.[0]?.delta?.content && record.firstTokenMs === undefined) onFirstToken();
+    if (chunk.usage) takeUsage(record, chunk.usage);
   }
   if (record.code !== undefined) return;
   if (done) record.outcome = "completed";

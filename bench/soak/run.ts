@@ -61,24 +61,18 @@ const commit = gitCommit();
 const loadAverageAtStart = loadavg();
 const began = performance.now();
 const date = new Date().toISOString();
+// The settings every isolation runs with, as the report states them.
+const settings = {
+  capacitySeconds: numbers.capacitySeconds,
+  capacityConcurrency: Math.round(numbers.capacityConcurrency),
+  loadFraction: numbers.loadFraction,
+  killEveryS: numbers.killEveryS,
+  reloadEveryS: numbers.reloadEveryS,
+  warmUpS,
+};
 const results: IsolationResult[] = [];
 for (const isolation of ISOLATIONS) {
-  results.push(
-    await runIsolation({
-      isolation,
-      shape: SHAPE,
-      soakSeconds,
-      capacitySeconds: numbers.capacitySeconds,
-      capacityConcurrency: Math.round(numbers.capacityConcurrency),
-      loadFraction: numbers.loadFraction,
-      killEveryS: numbers.killEveryS,
-      reloadEveryS: numbers.reloadEveryS,
-      warmUpS,
-      hangMs: numbers.hangS * 1000,
-      seed: numbers.seed,
-      onProgress: log,
-    }),
-  );
+  results.push(await runIsolation({ isolation, shape: SHAPE, soakSeconds, ...settings, hangMs: numbers.hangS * 1000, seed: numbers.seed, onProgress: log }));
 }
 
 const header: RunHeader = {
@@ -91,12 +85,7 @@ const header: RunHeader = {
   server: { model: `${SOAK_MODEL} (preset:tiny)`, ...SHAPE, policy: "preble (default)", logLevel: "warn" },
   durations: {
     soakMinutes: numbers.minutes,
-    capacitySeconds: numbers.capacitySeconds,
-    capacityConcurrency: Math.round(numbers.capacityConcurrency),
-    loadFraction: numbers.loadFraction,
-    killEveryS: numbers.killEveryS,
-    reloadEveryS: numbers.reloadEveryS,
-    warmUpS,
+    ...settings,
     hangBoundS: numbers.hangS,
     wallMinutes: (performance.now() - began) / 60_000,
   },

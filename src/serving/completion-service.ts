@@ -127,8 +127,13 @@ export class CompletionService {
     const startedAt = this.now();
     const record: RequestRecord = { requestId: job.requestId, modelId: job.modelId, outcome: "ok", ...NO_TOKENS, totalMs: 0 };
     let lastTextAt: number | undefined;
+    let started = false;
     const observed: ChatHooks = {
+      // Once per request: one placed again after its worker died starts twice, and the
+      // client's response (a stream's headers) opened at the first start.
       onStarted: (start) => {
+        if (started) return;
+        started = true;
         record.workerId = start.workerId;
         record.placement = start.placement;
         record.promptTokens = start.promptTokens;

@@ -44,6 +44,18 @@ export async function startTestServer(
   };
 }
 
+/** The parts of GET /health the tests read. */
+export interface Health {
+  status: string;
+  failovers: number;
+  config_error: string | null;
+  workers: { id: string; alive: boolean; in_flight: number; restarts: number; isolation: string; finished: { stop: number; length: number; cancelled: number } }[];
+}
+
+export async function healthOf(server: TestServer): Promise<Health> {
+  return (await (await fetch(server.baseURL.replace(/\/v1$/, "/health"))).json()) as Health;
+}
+
 /** POST a raw body (not necessarily valid JSON) and return status and parsed JSON. */
 export async function postRaw(baseURL: string, path: string, body: string | undefined, headers: Record<string, string> = { "content-type": "application/json" }) {
   const response = await fetch(`${baseURL}${path}`, { method: "POST", headers, body });

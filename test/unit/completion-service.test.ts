@@ -8,7 +8,8 @@ import type { GenerationResult, SamplingParams } from "../../src/engine/wire/pro
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
-import { CompletionService } from "../../src/serving/completion-service.js";
+import { WorkerDiedError } from "../../src/engine/host/runners.js";
+import { CompletionService, type ChatHooks } from "../../src/serving/completion-service.js";
 import type { Fleet } from "../../src/serving/fleet.js";
 
 const MODEL = "m";
@@ -17,7 +18,6 @@ const PROMPT = Array.from({ length: 200 }, (_, i) => 10 + i);
 /** A worker that starts the request in slot 0 (30 tokens already cached there), then does `finish`. */
 function standInWorker(finish: (tokens: readonly number[]) => GenerationResult) {
   return {
-    id: "w0",
     async generate(_requestId: string, tokens: readonly number[], _sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
       hooks.onStarted?.({ type: "started", slot: 0, cachedTokens: 30, queueMs: 0, restoredTokens: 0 });
       await Promise.resolve();
@@ -26,27 +26,28 @@ function standInWorker(finish: (tokens: readonly number[]) => GenerationResult) 
   };
 }
 
-function service(finish: (tokens: readonly number[]) => GenerationResult) {
+function service(...finishes: ((tokens: readonly number[]) => GenerationResult)[]) {
   const scheduler = new GlobalScheduler(createPolicy("roundrobin"), { now: () => 0 });
-  scheduler.addWorker({
-    id: "w0",
-    modelId: MODEL,
-    slots: 1,
-    capacityTokens: 4096,
-    timeModel: new TimeModel({ base: 1, perExtend: 1, perContext: 0, perExtendContext: 0, decodeBase: 5, decodePerContext: 0, copyBase: 1, copyPerToken: 0.01 }),
+  const workers = finishes.map((finish, i) => {
+    scheduler.addWorker({
+      id: `w${i}`,
+      modelId: MODEL,
+      slots: 1,
+      capacityTokens: 4096,
+      timeModel: new TimeModel({ base: 1, perExtend: 1, perContext: 0, perExtendContext: 0, decodeBase: 5, decodePerContext: 0, copyBase: 1, copyPerToken: 0.01 }),
+    });
+    return { engine: standInWorker(finish), modelId: MODEL, restarts: 0, alive: true };
   });
-  const engine = standInWorker(finish);
-  const worker = { engine, modelId: MODEL, restarts: 0, alive: true };
   const fleet = {
     models: new Map([[MODEL, { config: {}, path: "", contextSize: 4096, createdAt: 0 }]]),
-    workers: [worker],
-    get: (id: string) => (id === "w0" ? worker : undefined),
-    workerIds: () => ["w0"],
+    workers,
+    get: (id: string) => workers[Number(id.slice(1))],
+    workerIds: () => workers.map((_, i) => `w${i}`),
   } as unknown as Fleet;
   const preparer = { vocab: async () => ({ size: 1000, bos: null, longestTokenBytes: 8 }) } as unknown as PromptPreparer;
   const completions = new CompletionService({ fleet, preparer, scheduler, limits: { defaultMaxTokens: 8, requestTimeoutMs: 0, maxConcurrentRequests: 10 } });
-  const run = () =>
-    completions.complete({ requestId: "r1", modelId: MODEL, prompt: { kind: "tokens", tokens: PROMPT, param: "prompt" }, sampling: { temperature: 0, stop: [] } });
+  const run = (hooks: ChatHooks = {}) =>
+    completions.complete({ requestId: "r1", modelId: MODEL, prompt: { kind: "tokens", tokens: PROMPT, param: "prompt" }, sampling: { temperature: 0, stop: [] }, streamed: true }, hooks);
   // What the tree believes w0 holds (its slots and nothing in flight once the request ended).
   const held = () => scheduler.views().find((worker) => worker.id === "w0")!.cachedTokens;
   return { run, held };
@@ -90,5 +91,21 @@ describe("the slot report after a request ends", () => {
     });
     await expect(run()).rejects.toMatchObject({ code: "worker_failed" });
     expect(held()).toBe(30);
+  });
+});
+
+describe("a request whose worker dies after starting it, before its first token", () => {
+  it("is placed again on the other worker and reports its start to the client once", async () => {
+    const { run } = service(
+      () => {
+        throw new WorkerDiedError("killed");
+      },
+      () => result({}),
+    );
+    const starts: string[] = [];
+    const outcome = await run({ onStarted: (start) => starts.push(start.workerId) });
+    expect(outcome.workerId).toBe("w1");
+    // A stream's headers went out at the first start: a second would write them again.
+    expect(starts).toEqual(["w0"]);
   });
 });

@@ -102,8 +102,10 @@ export class ThreadRunner implements WorkerRunner {
   /** A task failed: as the worker's death when it says so, or when the thread is gone. */
   private rethrow(error: unknown): never {
     const death = deathOf(error);
-    if (death) this.markDead(death.message);
-    if (death) throw death;
+    if (death) {
+      this.markDead(death.message);
+      throw death;
+    }
     if (this.deathReason !== undefined) throw new WorkerDiedError(this.deathReason);
     throw error;
   }

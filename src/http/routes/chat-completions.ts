@@ -126,11 +126,8 @@ export async function streamCompletion(service: CompletionService, job: Completi
     const outcome = await service.complete(job, {
       // Headers go out only once a worker holds the request: errors before that (unknown
       // model, prompt too long, no worker, a refused schema) still get their proper HTTP status.
-      // A request placed again after its worker died (before its first token) starts twice:
-      // the stream opens once.
       onStarted: (start) => {
         logPlacement(reply.request, start);
-        if (sse.isOpen) return;
         sse.open(servedHeaders(start));
         if (format.first) sse.send(format.first());
       },
