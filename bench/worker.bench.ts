@@ -28,7 +28,9 @@ import { gitCommit } from "./git-commit.js";
 import { mulberry32 } from "../src/common/random.js";
 import { WorkerHandle } from "../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../src/engine/host/prompt-preparer.js";
-import type { GenerationResult, SamplingParams, WorkerInit } from "../src/engine/wire/protocol.js";
+import type { WorkerInit } from "../src/engine/wire/protocol.js";
+import type { GenerationResult } from "../src/contract/generation.js";
+import type { SamplingParams } from "../src/contract/sampling.js";
 import { defaultStateDir } from "../src/engine/worker/state-store.js";
 
 const { values } = parseArgs({

@@ -1,6 +1,6 @@
 // OpenAI's response shapes for chat and legacy (text) completions, built from a worker's outcome.
 import { randomBytes } from "node:crypto";
-import type { FinishReason } from "../engine/wire/protocol.js";
+import type { FinishReason } from "../contract/generation.js";
 
 export interface Usage {
   prompt_tokens: number;

@@ -2,8 +2,9 @@
 // result: render + tokenize once in the host, place on a worker with the configured policy,
 // run it there. Errors a client can act on are ServingErrors; the HTTP layer only formats them.
 import type { PromptPreparer } from "../engine/host/prompt-preparer.js";
-import type { ChatTurn } from "../engine/wire/prompt-protocol.js";
-import { RESPONSE_FORMAT_ERROR, type GenerationResult, type SamplingParams } from "../engine/wire/protocol.js";
+import type { ChatTurn } from "../contract/chat.js";
+import type { GenerationResult } from "../contract/generation.js";
+import { RESPONSE_FORMAT_ERROR, type SamplingParams } from "../contract/sampling.js";
 import { WorkerDiedError } from "../engine/host/runners.js";
 import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-scheduler.js";
 import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";

@@ -4,6 +4,8 @@
 // Whether a worker is alive, and what it holds, is the global scheduler's to know: the
 // fleet tells it through the hooks.
 import type { Config, ModelConfig } from "../config/schema.js";
+import type { FinishReason } from "../contract/generation.js";
+import type { LocalSchedulerSettings } from "../engine/wire/protocol.js";
 import { WorkerHandle, type Isolation } from "../engine/host/worker-handle.js";
 import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
 import { probeGpus } from "../engine/host/gpu-probe.js";
@@ -26,6 +28,24 @@ export interface FleetWorker {
   downSince?: number;
   /** How long its last start took, from death (or launch) to serving: the next restart's estimate. */
   startMs: number;
+}
+
+/** One worker as /health shows it: a copy, taken when asked. */
+export interface WorkerStatus {
+  id: string;
+  modelId: string;
+  alive: boolean;
+  /** Restarts after deaths. */
+  restarts: number;
+  isolation: Isolation;
+  /** Finished generations by finish reason, across restarts. */
+  finished: Record<FinishReason, number>;
+}
+
+export interface FleetStatus {
+  /** The local scheduler's settings the workers run with now (hot reloads included); absent without workers. */
+  local: LocalSchedulerSettings | undefined;
+  workers: WorkerStatus[];
 }
 
 export interface FleetHooks {
@@ -110,6 +130,22 @@ export class Fleet {
 
   workerIds(modelId: string): string[] {
     return this.workers.filter((worker) => worker.modelId === modelId).map((worker) => worker.engine.id);
+  }
+
+  /** Every worker's state now, as plain data: what /health reports. */
+  status(): FleetStatus {
+    const first = this.workers[0];
+    return {
+      local: first && { ...first.engine.init.local },
+      workers: this.workers.map((worker) => ({
+        id: worker.engine.id,
+        modelId: worker.modelId,
+        alive: worker.alive,
+        restarts: worker.restarts,
+        isolation: worker.engine.options.isolation,
+        finished: { ...worker.engine.finished },
+      })),
+    };
   }
 
   /**

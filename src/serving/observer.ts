@@ -1,6 +1,6 @@
 // What the serving layer reports as requests run: the metrics and the request log listen.
 // Every method has a no-op default, so a caller may implement only what it needs.
-import type { FinishReason, GenerationResult } from "../engine/wire/protocol.js";
+import type { FinishReason, GenerationResult } from "../contract/generation.js";
 import type { CopyAction, Placement } from "../scheduler/types.js";
 
 /** The token counts of a generation (see GenerationResult), zero until it ran. */

@@ -4,7 +4,8 @@
 import { describe, expect, it } from "vitest";
 import type { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import type { GenerateHooks } from "../../src/engine/host/worker-handle.js";
-import type { GenerationResult, SamplingParams } from "../../src/engine/wire/protocol.js";
+import type { GenerationResult } from "../../src/contract/generation.js";
+import type { SamplingParams } from "../../src/contract/sampling.js";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";

@@ -5,19 +5,18 @@ import type {
   ClearedSlots,
   ExportResult,
   ImportResult,
-  FinishReason,
   GenerationControl,
   GenerationEvent,
-  GenerationResult,
   LoadResult,
   ProfileResult,
   ProfileTask,
-  SamplingParams,
   WorkerInit,
   WorkerStats,
   WorkerTask,
   GenerateTask,
 } from "../wire/protocol.js";
+import type { FinishReason, GenerationResult } from "../../contract/generation.js";
+import type { SamplingParams } from "../../contract/sampling.js";
 import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./runners.js";
 
 export type Isolation = "thread" | "process";

@@ -1,13 +1,9 @@
 // Messages between the host and the prompt-preparation thread. Types only.
+import type { ChatTurn } from "../../contract/chat.js";
+
 export interface PromptModel {
   id: string;
   path: string;
-}
-
-/** A chat message after HTTP validation: roles folded to what chat templates know. */
-export interface ChatTurn {
-  role: "system" | "user" | "assistant";
-  content: string;
 }
 
 export interface ChatPromptTask {

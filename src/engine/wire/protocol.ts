@@ -6,6 +6,8 @@
 // on that port: killing a thread or aborting a piscina task mid-generation aborts the whole
 // process (measured on node-llama-cpp 3.21.1), so a message is the only safe way to stop.
 
+import type { SamplingParams } from "../../contract/sampling.js";
+
 export type GpuSetting = false | "auto" | "cuda" | "vulkan" | "metal";
 
 /** Passed to the thread as workerData: everything it needs to load its model. */
@@ -46,33 +48,6 @@ export interface LocalSchedulerSettings {
   /** A spilled state counts toward a request's hit ratio only if used within this many ms. */
   hitRatioWindowMs: number;
 }
-
-export interface SamplingParams {
-  maxTokens: number;
-  /** 0 = greedy. */
-  temperature: number;
-  topP?: number;
-  seed?: number;
-  stop: string[];
-  /**
-   * OpenAI's penalties (-2..2) on the logits of tokens already generated in this completion:
-   * `presence` once per token seen, `frequency` times its count. Absent or 0: no penalty at all.
-   */
-  presencePenalty?: number;
-  frequencyPenalty?: number;
-  /** Constrains the output with a grammar the worker builds (and caches); absent: free text. */
-  responseFormat?: ResponseFormat;
-}
-
-/** `json_object`: any JSON object. `json_schema`: JSON matching the schema (node-llama-cpp's subset). */
-export type ResponseFormat = { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
-
-/**
- * A generation whose response format the worker cannot turn into a grammar is rejected with
- * an error whose message starts with this, then node-llama-cpp's reason: the host answers 400.
- * (Only an error's message crosses a thread or process boundary intact.)
- */
-export const RESPONSE_FORMAT_ERROR = "response_format refused by the worker: ";
 
 /**
  * A worker that hits a fatal error (an uncaught exception in its thread or process) fails
@@ -245,33 +220,3 @@ export type GenerationEvent =
 
 /** Host -> worker, on the generation's port. */
 export type GenerationControl = { type: "cancel" };
-
-export type FinishReason = "stop" | "length" | "cancelled";
-
-export interface GenerationResult {
-  text: string;
-  finishReason: FinishReason;
-  promptTokens: number;
-  /** Prompt tokens the slot's KV already held: not evaluated again for this request. */
-  cachedTokens: number;
-  /** Of those, the tokens loaded back from a spilled (or copied) state rather than kept in the slot. */
-  restoredTokens: number;
-  /** Tokens of the slot's previous content this request discarded (an LRU eviction when > 0). */
-  evictedTokens: number;
-  /** Of those, the tokens saved to the state store first (a spill). */
-  spilledTokens: number;
-  /** Set when loading a stored KV state failed: the reason. The prompt was computed instead. */
-  restoreFailed?: string;
-  completionTokens: number;
-  slot: number;
-  /**
-   * Prompt tokens the slot's KV holds when the generation ends: all of them after a
-   * generation, fewer when it was cancelled during its prefill. The host's report of the
-   * slot (sent at start, with the whole prompt) is cut back to this.
-   */
-  heldPromptTokens: number;
-  queueMs: number;
-  /** From taking the slot to the first generated token: the prefill of the uncached part. */
-  prefillMs: number;
-  totalMs: number;
-}

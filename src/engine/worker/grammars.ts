@@ -2,7 +2,7 @@
 // compiled once per worker and shared by every slot (a grammar is read-only; each generation
 // keeps its own state).
 import type { Llama, LlamaGrammar } from "node-llama-cpp";
-import type { ResponseFormat } from "../wire/protocol.js";
+import type { ResponseFormat } from "../../contract/sampling.js";
 
 /**
  * Compiled grammars, per Llama instance (a reloaded engine starts empty) and per response

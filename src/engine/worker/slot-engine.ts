@@ -21,24 +21,22 @@ import { countBatch, evaluationPriorityOf, shareBatch, type BatchStats } from ".
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import {
   MIN_RESTORE_GAIN,
-  RESPONSE_FORMAT_ERROR,
   type ExportPrefixTask,
   type ExportResult,
-  type FinishReason,
   type GenerateTask,
   type GenerationControl,
   type GenerationEvent,
-  type GenerationResult,
   type ImportResult,
   type ImportStateTask,
   type LoadResult,
   type LocalSchedulerSettings,
   type ProfileResult,
   type ProfileTask,
-  type SamplingParams,
   type WorkerInit,
   type WorkerStats,
 } from "../wire/protocol.js";
+import type { FinishReason, GenerationResult } from "../../contract/generation.js";
+import { RESPONSE_FORMAT_ERROR, type SamplingParams } from "../../contract/sampling.js";
 import { BatchGate } from "./batch-gate.js";
 import { grammarFor } from "./grammars.js";
 import { modelFingerprint } from "./model-fingerprint.js";

@@ -8,7 +8,8 @@
 // only then does the thread or process exit. The order matters in a thread: one that exits
 // while llama.cpp objects are alive aborts the whole host process (measured with
 // node-llama-cpp 3.21.1: "terminate called after throwing an instance of 'Napi::Error'").
-import type { ExportResult, GenerationResult, ImportResult, LoadResult, ProfileResult, WorkerInit, WorkerStats, WorkerTask, ClearedSlots } from "../wire/protocol.js";
+import type { ExportResult, ImportResult, LoadResult, ProfileResult, WorkerInit, WorkerStats, WorkerTask, ClearedSlots } from "../wire/protocol.js";
+import type { GenerationResult } from "../../contract/generation.js";
 import { WORKER_DIED } from "../wire/protocol.js";
 import { SlotEngine } from "./slot-engine.js";
 

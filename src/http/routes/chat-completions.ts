@@ -1,8 +1,9 @@
 // POST /v1/chat/completions — OpenAI's chat API, streaming (SSE) and not. The helpers shared
 // with POST /v1/completions (headers, sampling, streaming, refused parameters) live here too.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { FinishReason, ResponseFormat, SamplingParams } from "../../engine/wire/protocol.js";
-import type { ChatTurn } from "../../engine/wire/prompt-protocol.js";
+import type { FinishReason } from "../../contract/generation.js";
+import type { ResponseFormat, SamplingParams } from "../../contract/sampling.js";
+import type { ChatTurn } from "../../contract/chat.js";
 import type { ChatStart, CompletionJob, CompletionService } from "../../serving/completion-service.js";
 import { ServingError } from "../../serving/errors.js";
 import { errorBody, toServingError } from "../error-handler.js";

@@ -7,7 +7,7 @@ import type { Fleet } from "../../serving/fleet.js";
 
 export function healthRoute(
   app: FastifyInstance,
-  fleet: Fleet,
+  fleet: Pick<Fleet, "status">,
   scheduler: GlobalScheduler,
   service: CompletionService,
   configError: () => string | undefined,
@@ -15,10 +15,12 @@ export function healthRoute(
   app.get("/health", async (_request, reply) => {
     const workers = scheduler.views();
     const alive = workers.filter((worker) => worker.alive).length;
+    const fleetStatus = fleet.status();
+    const statusOf = new Map(fleetStatus.workers.map((worker) => [worker.id, worker]));
     return reply.code(alive > 0 ? 200 : 503).send({
       status: alive > 0 ? "ok" : "no_live_worker",
       policy: scheduler.policy.name,
-      local: fleet.workers[0]?.engine.init.local,
+      local: fleetStatus.local,
       config_error: configError() ?? null,
       failovers: service.failovers,
       workers: workers.map((worker) => ({
@@ -29,9 +31,9 @@ export function healthRoute(
         slots: worker.slots,
         cached_tokens: worker.cachedTokens,
         capacity_tokens: worker.capacityTokens,
-        finished: fleet.get(worker.id)?.engine.finished,
-        restarts: fleet.get(worker.id)?.restarts ?? 0,
-        isolation: fleet.get(worker.id)?.engine.options.isolation,
+        finished: statusOf.get(worker.id)?.finished,
+        restarts: statusOf.get(worker.id)?.restarts ?? 0,
+        isolation: statusOf.get(worker.id)?.isolation,
       })),
     });
   });

@@ -1,0 +1,32 @@
+// How a generation ended: what the engine reports and the HTTP side turns into a response.
+// Types only, shared by http/, serving/ and engine/.
+
+export type FinishReason = "stop" | "length" | "cancelled";
+
+export interface GenerationResult {
+  text: string;
+  finishReason: FinishReason;
+  promptTokens: number;
+  /** Prompt tokens the slot's KV already held: not evaluated again for this request. */
+  cachedTokens: number;
+  /** Of those, the tokens loaded back from a spilled (or copied) state rather than kept in the slot. */
+  restoredTokens: number;
+  /** Tokens of the slot's previous content this request discarded (an LRU eviction when > 0). */
+  evictedTokens: number;
+  /** Of those, the tokens saved to the state store first (a spill). */
+  spilledTokens: number;
+  /** Set when loading a stored KV state failed: the reason. The prompt was computed instead. */
+  restoreFailed?: string;
+  completionTokens: number;
+  slot: number;
+  /**
+   * Prompt tokens the slot's KV holds when the generation ends: all of them after a
+   * generation, fewer when it was cancelled during its prefill. The host's report of the
+   * slot (sent at start, with the whole prompt) is cut back to this.
+   */
+  heldPromptTokens: number;
+  queueMs: number;
+  /** From taking the slot to the first generated token: the prefill of the uncached part. */
+  prefillMs: number;
+  totalMs: number;
+}

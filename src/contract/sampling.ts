@@ -1,0 +1,29 @@
+// How a generation samples its tokens: what the HTTP side asks for and the engine carries
+// out. Types and constants only, shared by http/, serving/ and engine/.
+
+export interface SamplingParams {
+  maxTokens: number;
+  /** 0 = greedy. */
+  temperature: number;
+  topP?: number;
+  seed?: number;
+  stop: string[];
+  /**
+   * OpenAI's penalties (-2..2) on the logits of tokens already generated in this completion:
+   * `presence` once per token seen, `frequency` times its count. Absent or 0: no penalty at all.
+   */
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  /** Constrains the output with a grammar the worker builds (and caches); absent: free text. */
+  responseFormat?: ResponseFormat;
+}
+
+/** `json_object`: any JSON object. `json_schema`: JSON matching the schema (node-llama-cpp's subset). */
+export type ResponseFormat = { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
+
+/**
+ * A generation whose response format the worker cannot turn into a grammar is rejected with
+ * an error whose message starts with this, then node-llama-cpp's reason: the host answers 400.
+ * (Only an error's message crosses a thread or process boundary intact.)
+ */
+export const RESPONSE_FORMAT_ERROR = "response_format refused by the worker: ";
