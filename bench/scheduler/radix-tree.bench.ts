@@ -4,7 +4,7 @@
 // (with `node --expose-gc --import tsx bench/scheduler/radix-tree.bench.ts` it also prints
 // the tree's heap size).
 import { mulberry32 } from "../../src/common/random.js";
-import { RadixTree } from "../../src/scheduler/radix-tree.js";
+import { RadixTree } from "../../src/scheduler/radix/tree.js";
 
 const WORKERS = ["w0", "w1", "w2", "w3"];
 const GROUPS = 200; // shared system prompts

@@ -1,7 +1,8 @@
 // The contract between the serving layer, the global scheduler and every placement policy.
 // Pure data: nothing here sees node-llama-cpp, fastify or a clock it was not given.
 import type { TokenIds } from "../common/tokens.js";
-import type { PrefixMatch, RadixTree } from "./radix-tree.js";
+import type { RadixTree } from "./radix/tree.js";
+import type { PrefixMatch } from "./radix/types.js";
 import type { TimeModel } from "./time-model.js";
 
 /** What a policy may know about a candidate worker when it places a request. */

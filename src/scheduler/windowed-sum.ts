@@ -1,9 +1,66 @@
-// A sum over a sliding time window, in a ring of buckets (exact to one bucket): cheap enough
-// to update on every placement. Preble prices load over a window H of 3 minutes.
+// Sums over a sliding time window, kept in a ring of buckets (exact to one bucket): cheap
+// enough to update on every placement. Preble prices load over a window H of 3 minutes.
+// `BucketWindow` is the ring arithmetic, shared by `WindowedSum` (one sum in its own ring)
+// and the radix tree's nodes (two sums in one ring each; see docs/scheduler-tree.md).
+
+/**
+ * A window of `windowMs` cut into `buckets` buckets, and the arithmetic over a ring of sums
+ * in it: a Float64Array laid out as [bucket stamps x B | sum 0 x B | sum 1 x B | ...]
+ * (B = buckets). A stamp says which bucket its place holds now; a place taken over by a
+ * newer bucket starts from zero in every sum.
+ */
+export class BucketWindow {
+  readonly bucketMs: number;
+
+  constructor(
+    readonly windowMs: number,
+    readonly buckets = 12,
+  ) {
+    this.bucketMs = windowMs / buckets;
+  }
+
+  /** A ring of `sums` sums, all empty. */
+  allocate(sums: number): Float64Array {
+    const ring = new Float64Array((sums + 1) * this.buckets);
+    ring.fill(Number.NaN, 0, this.buckets);
+    return ring;
+  }
+
+  /** The bucket `now` falls in: the newest one of the window that ends at `now`. */
+  bucketAt(now: number): number {
+    return Math.floor(now / this.bucketMs);
+  }
+
+  /** Adds `value` to sum number `sum` of the ring, in the bucket of `now`. */
+  add(ring: Float64Array, now: number, sum: number, value: number): void {
+    const buckets = this.buckets;
+    const bucket = this.bucketAt(now);
+    const slot = ((bucket % buckets) + buckets) % buckets;
+    if (ring[slot] !== bucket) {
+      ring[slot] = bucket;
+      for (let i = buckets + slot; i < ring.length; i += buckets) ring[i] = 0;
+    }
+    ring[(sum + 1) * buckets + slot]! += value;
+  }
+
+  /** Sum number `sum` of the ring over the window whose newest bucket is `newest`. */
+  total(ring: Float64Array, newest: number, sum: number): number {
+    const buckets = this.buckets;
+    const oldest = newest - buckets + 1;
+    const offset = (sum + 1) * buckets;
+    let total = 0;
+    for (let slot = 0; slot < buckets; slot++) {
+      const stamp = ring[slot]!;
+      if (stamp >= oldest && stamp <= newest) total += ring[offset + slot]!;
+    }
+    return total;
+  }
+}
+
+/** One sum over a sliding window. */
 export class WindowedSum {
-  private readonly sums: Float64Array;
-  private readonly stamps: Float64Array;
-  private readonly bucketMs: number;
+  private readonly window: BucketWindow;
+  private readonly ring: Float64Array;
   /** The last total read and the newest bucket it was read at (NaN: none since an add).
    *  The total only changes when a value is added or the window moves on by a bucket, and
    *  the scheduler reads every worker's total for every decision. */
@@ -14,34 +71,21 @@ export class WindowedSum {
     readonly windowMs: number,
     buckets = 12,
   ) {
-    this.bucketMs = windowMs / buckets;
-    this.sums = new Float64Array(buckets);
-    this.stamps = new Float64Array(buckets).fill(-1);
+    this.window = new BucketWindow(windowMs, buckets);
+    this.ring = this.window.allocate(1);
   }
 
   add(now: number, value: number): void {
-    const bucket = Math.floor(now / this.bucketMs);
-    const slot = bucket % this.sums.length;
-    if (this.stamps[slot] !== bucket) {
-      this.stamps[slot] = bucket;
-      this.sums[slot] = 0;
-    }
-    this.sums[slot]! += value;
+    this.window.add(this.ring, now, 0, value);
     this.cachedAt = Number.NaN;
   }
 
   total(now: number): number {
-    const newest = Math.floor(now / this.bucketMs);
+    const newest = this.window.bucketAt(now);
     if (newest === this.cachedAt) return this.cachedTotal;
-    const oldest = newest - this.sums.length + 1;
-    let sum = 0;
-    for (let slot = 0; slot < this.sums.length; slot++) {
-      const stamp = this.stamps[slot]!;
-      if (stamp >= oldest && stamp <= newest) sum += this.sums[slot]!;
-    }
-    this.cachedTotal = sum;
+    this.cachedTotal = this.window.total(this.ring, newest, 0);
     this.cachedAt = newest;
-    return sum;
+    return this.cachedTotal;
   }
 }
 

@@ -4,7 +4,7 @@
 // per-request maps back to empty once every request has completed.
 import { describe, expect, it } from "vitest";
 import { GlobalScheduler, type PlacementTicket } from "../../src/scheduler/global-scheduler.js";
-import { RadixTree } from "../../src/scheduler/radix-tree.js";
+import { RadixTree } from "../../src/scheduler/radix/tree.js";
 import { createPolicy, POLICY_NAMES, type PolicyName } from "../../src/scheduler/registry.js";
 import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js";
 import type { PlacementRequest } from "../../src/scheduler/types.js";

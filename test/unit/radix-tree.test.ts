@@ -1,7 +1,8 @@
 import { mulberry32 } from "../../src/common/random.js";
 import { describe, it, expect } from "vitest";
 import { commonPrefixLength } from "../../src/common/tokens.js";
-import { RadixTree, type EvictedEntry, type InFlightHandle, type RadixNodeView } from "../../src/scheduler/radix-tree.js";
+import { RadixTree } from "../../src/scheduler/radix/tree.js";
+import type { EvictedEntry, InFlightHandle, RadixNodeView } from "../../src/scheduler/radix/types.js";
 
 function manualClock(start = 0): { now: () => number; set: (t: number) => void; advance: (ms: number) => void } {
   let t = start;
