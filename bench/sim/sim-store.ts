@@ -1,0 +1,121 @@
+// The simulated worker's state store: the prefixes copied in from other workers and, with
+// `spec.spill`, the real worker's store of evicted slot contents in host memory (what it saves
+// before a request overwrites a slot and loads into a slot; simulator.ts's header says when).
+import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
+import type { TimeModel } from "../../src/scheduler/time-model.js";
+
+/** The real worker's state store (config.yml `spill`), in tokens. */
+export interface SpillSpec {
+  /** Tokens of stored states a worker keeps (config spill.budgetBytes / KV bytes per token). */
+  budgetTokens: number;
+  /** Only an evicted part at least this long is saved (config spill.minTokens). */
+  minTokens: number;
+  /** A stored state is loaded only when it shares at least this many tokens more than the slot (MIN_RESTORE_GAIN in src/engine/wire/protocol.ts). */
+  minRestoreGain: number;
+}
+
+/** What getting a slot ready for a request did before its prefill. */
+export interface SlotPreparation {
+  /** Prompt tokens the slot holds for the request: what it shared, or a longer copied or stored prefix. */
+  shared: number;
+  /** The save and load it waits for, ms. */
+  ioMs: number;
+  /** The slot's content was saved to the store. */
+  spilled: boolean;
+  /** A stored state was loaded into the slot. */
+  restored: boolean;
+}
+
+interface StoredState {
+  tokens: TokenIds;
+  lastUsedMs: number;
+}
+
+/** Copied-in prefixes a worker keeps (its state store, as far as copies go). */
+const IMPORTS_KEPT = 16;
+
+export class SimStore {
+  /** Without a state store: the copied-in prefixes, oldest first. */
+  private imports: TokenIds[] = [];
+  /** The state store (spec.spill): stored token sequences in the order they were stored, each with its last use. */
+  private readonly stored: StoredState[] = [];
+  private storedTokens = 0;
+
+  constructor(
+    private readonly spill: SpillSpec | undefined,
+    /** The card's true time model: a save and a load each take half its copyMs. */
+    private readonly truth: TimeModel,
+    private readonly now: () => number,
+  ) {}
+
+  /** Longest copied-in prefix of `tokens`; with a state store, the longest prefix a stored state shares with them. */
+  prefixOf(tokens: TokenIds): number {
+    if (this.spill) return this.bestPrefix(tokens)?.length ?? 0;
+    let best = 0;
+    for (const prefix of this.imports) {
+      if (prefix.length > best && prefix.length <= tokens.length && commonPrefixLength(prefix, tokens) === prefix.length) best = prefix.length;
+    }
+    return best;
+  }
+
+  /** Whether a stored state holds all of `tokens` (a copy's source may export from its store); never without a state store. */
+  holds(tokens: TokenIds): boolean {
+    return this.spill !== undefined && (this.bestPrefix(tokens)?.length ?? 0) >= tokens.length;
+  }
+
+  /** Keeps a copied-in prefix (with a state store, as a stored state: the real worker adopts it). */
+  import(tokens: TokenIds): void {
+    if (this.spill) this.store(tokens);
+    else this.imports = [...this.imports.filter((prefix) => prefix !== tokens), tokens].slice(-IMPORTS_KEPT);
+  }
+
+  /**
+   * Gets a slot holding `held`, which shares `shared` tokens with the prompt `tokens`, ready for
+   * it. With a state store, as the real worker's reuseSpilledState: save what the slot loses,
+   * then load a better stored state. Without one, a longer copied-in prefix is used as it is.
+   */
+  prepareSlot(held: TokenIds, tokens: TokenIds, shared: number): SlotPreparation {
+    const spill = this.spill;
+    if (!spill) return { shared: Math.max(shared, this.prefixOf(tokens)), ioMs: 0, spilled: false, restored: false };
+    let ioMs = 0;
+    let spilled = false;
+    let restored = false;
+    if (held.length - shared >= spill.minTokens && !this.stored.some((entry) => entry.tokens.length >= held.length && commonPrefixLength(entry.tokens, held) === held.length)) {
+      this.store(held);
+      spilled = true;
+      ioMs += this.truth.copyMs(held.length) / 2;
+    }
+    const best = this.bestPrefix(tokens);
+    if (best && best.length >= shared + spill.minRestoreGain) {
+      best.entry.lastUsedMs = this.now();
+      restored = true;
+      ioMs += this.truth.copyMs(best.entry.tokens.length) / 2;
+      shared = best.length;
+    }
+    return { shared, ioMs, spilled, restored };
+  }
+
+  /** The stored state sharing the longest prefix with `tokens` (the real store's bestPrefix). */
+  private bestPrefix(tokens: TokenIds): { entry: StoredState; length: number } | undefined {
+    let best: { entry: StoredState; length: number } | undefined;
+    for (const entry of this.stored) {
+      const length = commonPrefixLength(entry.tokens, tokens);
+      if (length > 0 && (!best || length > best.length)) best = { entry, length };
+    }
+    return best;
+  }
+
+  /** Adds a state to the store, dropping the least recently used past the budget (a state bigger than the budget is not kept). */
+  private store(tokens: TokenIds): void {
+    const budget = this.spill!.budgetTokens;
+    if (tokens.length > budget) return;
+    this.stored.push({ tokens, lastUsedMs: this.now() });
+    this.storedTokens += tokens.length;
+    while (this.storedTokens > budget) {
+      let oldest = 0;
+      for (let i = 1; i < this.stored.length; i++) if (this.stored[i]!.lastUsedMs < this.stored[oldest]!.lastUsedMs) oldest = i;
+      this.storedTokens -= this.stored[oldest]!.tokens.length;
+      this.stored.splice(oldest, 1);
+    }
+  }
+}
