@@ -92,7 +92,7 @@ export const ConfigSchema = Type.Object(
         sessionTtlMs: Type.Integer({ minimum: 1000, default: 1_800_000, description: "A session is forgotten after this long idle." }),
         maxSessions: Type.Integer({ minimum: 1, default: 100_000, description: "Sessions remembered at most; a new one beyond it evicts the least recently seen." }),
         sessionOverloadPerSlot: Type.Number({ exclusiveMinimum: 0, default: 2, description: "A session leaves its worker when it has this many requests in flight per slot." }),
-        maxQueuePerWorker: Type.Integer({ minimum: 0, default: 64, description: "Requests a worker may hold waiting beyond its slots; when every worker of a model is full, new requests get 429." }),
+        maxQueuePerWorker: Type.Integer({ minimum: 0, default: 64, description: "Requests a worker may hold waiting beyond its slots; while a worker is down, the live workers of its model share its places. When every worker of a model is full, new requests get 429." }),
         preble: Type.Object(
           {
             rebalanceRatio: Type.Number({ minimum: 1, default: 1.5, description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest." }),

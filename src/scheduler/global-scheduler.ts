@@ -6,7 +6,8 @@
 // Pure: no I/O, the clock is injected, so the server, the unit tests and the simulator run
 // this same code.
 import type { TokenIds } from "../common/tokens.js";
-import { RadixTree, type InFlightHandle, type PrefixMatch } from "./radix-tree.js";
+import { RadixTree } from "./radix/tree.js";
+import type { InFlightHandle, PrefixMatch } from "./radix/types.js";
 import type { TimeModel } from "./time-model.js";
 import type { CacheEvent, Placement, PlacementContext, PlacementPolicy, PlacementRequest, RequestOutcome, WorkerView } from "./types.js";
 import { RecentMedian, WindowedSum } from "./windowed-sum.js";
@@ -32,7 +33,8 @@ export interface SchedulerOptions {
   maxSessions: number;
   /** A session's worker counts as overloaded (and is left) at this many requests in flight per slot. */
   sessionOverloadPerSlot: number;
-  /** Requests a worker may hold waiting beyond its slots; a full worker is not a candidate. */
+  /** Requests a worker may hold waiting beyond its slots; a full worker is not a candidate.
+   *  A worker that is down lends its places to the live workers of its model. */
   maxQueuePerWorker: number;
 }
 
@@ -174,7 +176,7 @@ export class GlobalScheduler {
     for (const worker of this.workers.values()) {
       if (!worker.alive || worker.spec.modelId !== request.modelId) continue;
       // Back-pressure: a worker whose queue is full takes nothing more (the caller answers 429).
-      if (worker.inFlight >= worker.spec.slots + this.options.maxQueuePerWorker) continue;
+      if (worker.inFlight >= this.admitLimit(worker)) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight;
       view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
@@ -250,9 +252,26 @@ export class GlobalScheduler {
     for (const worker of this.workers.values()) {
       if (worker.spec.modelId !== modelId || !worker.alive || (workerId !== undefined && worker.spec.id !== workerId)) continue;
       alive++;
-      if (worker.inFlight < worker.spec.slots + this.options.maxQueuePerWorker) return false;
+      if (worker.inFlight < this.admitLimit(worker)) return false;
     }
     return alive > 0;
+  }
+
+  /**
+   * Requests a live worker may hold, running and waiting. While other workers of its model
+   * are down (restarting), the live ones share their places: the model admits as many
+   * requests as with every worker up, and they wait longer instead of being refused.
+   */
+  private admitLimit(worker: WorkerState): number {
+    const places = (w: WorkerState) => w.spec.slots + this.options.maxQueuePerWorker;
+    let alive = 0;
+    let placesOfDown = 0;
+    for (const other of this.workers.values()) {
+      if (other.spec.modelId !== worker.spec.modelId) continue;
+      if (other.alive) alive++;
+      else placesOfDown += places(other);
+    }
+    return places(worker) + Math.ceil(placesOfDown / Math.max(1, alive));
   }
 
   /** Live view of every worker (for /health and metrics). */

@@ -382,7 +382,14 @@ describe("back-pressure", () => {
     expect(placed.sort()).toEqual(["w0", "w0", "w1", "w1"]); // 1 running + 1 waiting each
     expect(scheduler.allQueuesFull("m")).toBe(true);
     expect(scheduler.place(single(9))).toBeUndefined();
+    // A worker down (restarting): the live one takes its two places, then is full again.
     scheduler.setAlive("w1", false);
+    expect(scheduler.allQueuesFull("m")).toBe(false);
+    expect([scheduler.place(single(10))!.workerId, scheduler.place(single(11))!.workerId]).toEqual(["w0", "w0"]);
+    expect(scheduler.allQueuesFull("m")).toBe(true);
+    expect(scheduler.place(single(12))).toBeUndefined();
+    // Back up: each has its own places only again (w1's two requests were never completed here).
+    scheduler.setAlive("w1", true);
     expect(scheduler.allQueuesFull("m")).toBe(true);
   });
 });
