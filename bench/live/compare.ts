@@ -19,7 +19,7 @@
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import { policyOptions } from "../../src/radixgate.js";
 import { distribution, type Distribution } from "../sim/metrics.js";
-import { PRESETS } from "../../models/make-model.js";
+import { PRESETS } from "../../src/presets/make-model.js";
 import { cpuSpec, kvBytesPerToken, readTimeModelFile } from "../sim/hardware.js";
 import type { SimResult, SpillSpec, WorkerSpec } from "../sim/simulator.js";
 import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";

@@ -4,14 +4,14 @@
 // same max_tokens; the list comes from a bench/workloads generator.
 //
 // Token ids: the generators draw ids from Mistral's 32k vocabulary; the served model (the
-// `tiny` and `bench` presets share models/vocab.ts, ~1.6k pieces) refuses ids outside its
+// `tiny` and `bench` presets share src/presets/vocab.ts, ~1.6k pieces) refuses ids outside its
 // own. The generator is asked for ids in [0, ordinary pieces) and shifted onto the model's
 // ordinary (type "normal") pieces, so equal ids stay equal (shared prefixes stay shared) and
 // no prompt holds a control token (`<|im_end|>` is the models' EOS) or a byte token (as the
 // calibration profile, which times random ordinary tokens). The server puts BOS in front of a
 // token prompt; the simulator is given the prompt with that BOS, i.e. exactly what a worker
 // evaluates.
-import { buildVocab } from "../../models/vocab.js";
+import { buildVocab } from "../../src/presets/vocab.js";
 import type { PolicyOptions } from "../../src/scheduler/registry.js";
 import type { SchedulerOptions } from "../../src/scheduler/global-scheduler.js";
 import type { Placement, PlacementPolicy, PlacementRequest, WorkerView } from "../../src/scheduler/types.js";

@@ -17,7 +17,7 @@ import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { ensureModel } from "../../models/make-model.js";
+import { ensureModel } from "../../src/presets/make-model.js";
 import { gitCommit } from "../git-commit.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
 import { agents, burst, decodeThroughput, poissonMix, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
@@ -255,7 +255,7 @@ const wallS = (Date.now() - started) / 1000;
 const cpu = cpus();
 const report = {
   date: new Date().toISOString(),
-  commit: gitCommit(["src", "bench", "models", "patches", "package.json", "package-lock.json"]),
+  commit: gitCommit(["src", "bench", "patches", "package.json", "package-lock.json"]),
   machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
   node: process.version,
   command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}${RESULTS === "peer" ? "" : ` --results ${RESULTS}`}`,

@@ -14,7 +14,7 @@ import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
 import { defaultProfileSizes } from "../../src/engine/worker/profile.js";
 import type { WorkerInit } from "../../src/engine/wire/protocol.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
-import { ensureModel } from "../../models/make-model.js";
+import { ensureModel } from "../../src/presets/make-model.js";
 
 let worker: WorkerHandle;
 let init: WorkerInit;

@@ -3,8 +3,8 @@ import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
-import { ensureModel } from "../../models/make-model.js";
-import { buildVocab } from "../../models/vocab.js";
+import { ensureModel } from "../../src/presets/make-model.js";
+import { buildVocab } from "../../src/presets/vocab.js";
 
 const vocab = buildVocab();
 let worker: WorkerHandle;

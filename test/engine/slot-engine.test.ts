@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkerHandle, type Isolation } from "../../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import type { GenerationResult } from "../../src/contract/generation.js";
-import { ensureModel } from "../../models/make-model.js";
+import { ensureModel } from "../../src/presets/make-model.js";
 import { workerInit } from "../helpers/worker-init.js";
 
 let preparer: PromptPreparer;

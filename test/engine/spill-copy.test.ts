@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkerHandle, type Isolation } from "../../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
-import { ensureModel, makeModel } from "../../models/make-model.js";
+import { ensureModel, makeModel } from "../../src/presets/make-model.js";
 import { workerInit } from "../helpers/worker-init.js";
 
 let dir: string;

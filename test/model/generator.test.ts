@@ -14,8 +14,8 @@ import {
     type LlamaContext,
     type LlamaModel,
 } from "node-llama-cpp";
-import { CHATML_TEMPLATE, countParameters, defaultModelPath, ensureModel, makeModel, PRESETS } from "../../models/make-model.js";
-import { buildVocab } from "../../models/vocab.js";
+import { CHATML_TEMPLATE, countParameters, defaultModelPath, ensureModel, makeModel, PRESETS } from "../../src/presets/make-model.js";
+import { buildVocab } from "../../src/presets/vocab.js";
 
 // Loading the native addon and the model takes ~1 s; generation itself is milliseconds.
 const SLOW = 60_000;

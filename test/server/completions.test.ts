@@ -2,8 +2,8 @@
 // real server with two llama.cpp workers on the tiny model.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureModel } from "../../models/make-model.js";
-import { buildVocab } from "../../models/vocab.js";
+import { ensureModel } from "../../src/presets/make-model.js";
+import { buildVocab } from "../../src/presets/vocab.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { postRaw, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 

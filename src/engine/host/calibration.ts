@@ -10,7 +10,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { cpus } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { MODELS_DIR } from "../../common/models-dir.js";
 import { TimeModel, type CopySample, type DecodeSample, type PrefillSample, type TimeModelCoefficients } from "../../scheduler/time-model.js";
 import type { WorkerHandle } from "./worker-handle.js";
 import type { LoadResult, ProfileOptions, ProfileResult, WorkerInit } from "../wire/protocol.js";
@@ -19,7 +19,7 @@ import type { LoadResult, ProfileOptions, ProfileResult, WorkerInit } from "../w
 export const CALIBRATION_VERSION = 1;
 
 /** `models/.calibration/` of this checkout (not git-tracked: add it to .gitignore). */
-export const DEFAULT_CALIBRATION_DIR = fileURLToPath(new URL("../../../models/.calibration/", import.meta.url));
+export const DEFAULT_CALIBRATION_DIR = join(MODELS_DIR, ".calibration");
 
 // ---------------------------------------------------------------------------------------------
 // Host side

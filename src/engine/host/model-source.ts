@@ -1,12 +1,13 @@
 // Turns a model's `source` from config.yml into a local .gguf path:
-//   preset:<name>      a model the project generates itself (models/make-model.ts), made on
+//   preset:<name>      a model the project generates itself (src/presets/make-model.ts), made on
 //                      first use, never downloaded;
 //   hf:<user>/<repo>…  or an https URL: fetched once by node-llama-cpp into models/hf/;
 //   anything else      a file path, relative to config.yml's folder.
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { resolveModelFile } from "node-llama-cpp";
-import { DEFAULT_SEED, MODELS_DIR, PRESETS, defaultModelPath, ensureModel, isPresetName } from "../../../models/make-model.js";
+import { MODELS_DIR } from "../../common/models-dir.js";
+import { DEFAULT_SEED, PRESETS, defaultModelPath, ensureModel, isPresetName } from "../../presets/make-model.js";
 
 export class ModelSourceError extends Error {
   override name = "ModelSourceError";

@@ -2,11 +2,12 @@
  * Deterministic generator of small GGUF "llama" models with random weights and a ChatML
  * chat template, so tests can run real llama.cpp inference without downloading a model.
  *
- *   tsx models/make-model.ts --preset tiny [--seed 1] [--out path]
+ *   npm run make-model -- --preset tiny [--seed 1] [--out path]
  *
  * Same preset + seed => byte-identical file (seeded PRNG, no Math.random, no clock).
  */
-import { mulberry32 } from "../src/common/random.js";
+import { MODELS_DIR } from "../common/models-dir.js";
+import { mulberry32 } from "../common/random.js";
 import { randomUUID } from "node:crypto";
 import { existsSync, realpathSync } from "node:fs";
 import { mkdir, rename, rm } from "node:fs/promises";
@@ -15,9 +16,6 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gguf, writeGguf, type GgufFile, type GgufMetadata, type GgufTensor } from "./gguf-writer.js";
 import { buildVocab, type Vocab } from "./vocab.js";
-
-/** This file's folder: generated models live here whatever the working directory is. */
-export const MODELS_DIR = dirname(fileURLToPath(import.meta.url));
 
 export const DEFAULT_SEED = 1;
 
@@ -62,7 +60,7 @@ export function isPresetName(name: string): name is PresetName {
     return Object.hasOwn(PRESETS, name);
 }
 
-/** `models/<preset>.gguf` next to this file, independent of the working directory. */
+/** `models/<preset>.gguf` in the repository, independent of the working directory. */
 export function defaultModelPath(preset: PresetName): string {
     return join(MODELS_DIR, `${preset}.gguf`);
 }
