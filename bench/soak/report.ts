@@ -127,6 +127,7 @@ function isolationSection(r: IsolationResult): string[] {
     "| --- | ---: | ---: | ---: | ---: |",
     memoryRow("warm-up", r.memory.warmUp),
     memoryRow("end", r.memory.end),
+    ...(r.memory.curve ?? []).map((m) => memoryRow("curve", m)),
     "",
     r.log.tapped
       ? r.log.lines.length === 0

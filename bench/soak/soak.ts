@@ -83,12 +83,14 @@ export interface IsolationResult {
     pollErrors: string[];
     samples: HealthSample[];
   };
-  memory: { warmUp?: MemorySample; end?: MemorySample };
+  memory: { warmUp?: MemorySample; end?: MemorySample; /** Every 30 s over the soak: where growth happens (after restarts or steadily). */ curve: MemorySample[] };
   eventLoop: { p50Ms: number; p99Ms: number; maxMs: number; perMinute: { minute: number; p99Ms: number; maxMs: number }[] };
   log: { tapped: boolean; lines: { level: string; msg: string; count: number; examples: string[] }[] };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** How often memory is sampled for the curve in the report. */
+const MEMORY_CURVE_EVERY_S = 30;
 
 /** Polls `condition` every 50 ms for up to `limitMs`; the ms it took, or undefined. */
 async function waitFor(condition: () => boolean, limitMs: number): Promise<number | undefined> {
@@ -149,7 +151,7 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
     const poller = new HealthPoller(server, soakStart);
     const kills: KillEvent[] = [];
     const reloads: ReloadEvent[] = [];
-    const memory: IsolationResult["memory"] = {};
+    const memory: IsolationResult["memory"] = { curve: [] };
     const timers: NodeJS.Timeout[] = [];
     const chores: Promise<void>[] = [];
     const atS = () => (performance.now() - soakStart) / 1000;
@@ -183,8 +185,9 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
       reloads.push(event);
       if (!event.ok || !event.visibleInHealth) progress(`${isolation}: t=${event.atS.toFixed(0)} s reload to ${RELOAD_KEY}=${quotaPerGroup}: ok=${event.ok}${event.error ? ` ${event.error}` : ""}, in /health: ${event.visibleInHealth}`);
     };
+    const memoryNow = () => sampleMemory(atS(), isolation === "process" ? server.workerPids() : []);
     const memoryAt = (key: "warmUp" | "end") => async () => {
-      memory[key] = sampleMemory(atS(), isolation === "process" ? server.workerPids() : []);
+      memory[key] = memoryNow();
     };
 
     const soakRun = await runLoad(
@@ -205,6 +208,7 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
         every(options.killEveryS, kill);
         every(options.reloadEveryS, reload);
         at(options.warmUpS, memoryAt("warmUp"));
+        every(MEMORY_CURVE_EVERY_S, async () => void memory.curve.push(memoryNow()));
         // The end sample is taken while the load still runs, like the warm-up one.
         if (options.soakSeconds - 2 > options.warmUpS) at(options.soakSeconds - 2, memoryAt("end"));
         for (let minute = 1; minute * 60 <= options.soakSeconds; minute++) {

@@ -53,7 +53,10 @@ export interface FleetHooks {
   onWorkerUp(workerId: string): void;
 }
 
-/** Restart back-off: 0.5 s, doubling, at most 30 s between tries. */
+/**
+ * Restart back-off: a worker that died is started again at once (its requests wait for it);
+ * a start that fails is tried again after 0.5 s, doubling, at most 30 s between tries.
+ */
 const FIRST_RESTART_DELAY_MS = 500;
 const MAX_RESTART_DELAY_MS = 30_000;
 
@@ -179,7 +182,7 @@ export class Fleet {
   }
 
   private restart(worker: FleetWorker, attempt: number): void {
-    const delay = Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** attempt);
+    const delay = attempt === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** (attempt - 1));
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       if (this.closed) return;

@@ -41,6 +41,14 @@ describe("PromptPreparer", () => {
 });
 
 describe("WorkerHandle", () => {
+  it("notes the llama.cpp binary it tested in the server's environment, so a restarted thread does not test it again", () => {
+    // node-llama-cpp tests a binary in a child process before loading it (1-2 s per thread
+    // start); the patched test records a pass in an environment the threads share.
+    const tested = JSON.parse(process.env.RADIXGATE_TESTED_LLAMA_BINDINGS ?? "[]") as string[];
+    expect(tested.length).toBeGreaterThan(0);
+    expect(JSON.parse(tested[0]!)[0]).toMatch(/llama-addon\.node$/);
+  });
+
   it("reuses a slot's KV: the same prompt twice evaluates only its last token", async () => {
     const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: "the same prompt twice " + "files ".repeat(50) }] });
     const cold = await worker.generate("a", tokens, { ...greedy, maxTokens: 4 });

@@ -13,10 +13,8 @@ export class PromptPreparer {
     models: PromptModel[],
     private readonly threads: number,
   ) {
-    const entry = threadEntry(import.meta.url, "../worker/prompt-thread");
     this.pool = new Piscina({
-      filename: entry.filename,
-      argv: entry.argv,
+      ...threadEntry(import.meta.url, "../worker/prompt-thread"),
       workerData: models,
       minThreads: threads,
       maxThreads: threads,

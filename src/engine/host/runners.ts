@@ -51,10 +51,8 @@ export class ThreadRunner implements WorkerRunner {
   private markDead!: (reason: string) => void;
 
   constructor(init: WorkerInit) {
-    const entry = threadEntry(import.meta.url, "../worker/thread-main");
     this.pool = new Piscina({
-      filename: entry.filename,
-      argv: entry.argv,
+      ...threadEntry(import.meta.url, "../worker/thread-main"),
       workerData: init,
       minThreads: 1,
       maxThreads: 1,
