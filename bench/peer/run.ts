@@ -101,10 +101,11 @@ async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running>
       "",
     ].join("\n"),
   );
-  // As `npm start` runs it: its own process, libuv's pool raised for the thread workers.
+  // As `npm start` runs it: its own process, libuv's pool raised for the thread workers,
+  // glibc's malloc arenas capped.
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "src/main.ts"), "--config", config], {
     cwd: ROOT,
-    env: { ...process.env, UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? "16" },
+    env: { ...process.env, UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? "16", MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2" },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

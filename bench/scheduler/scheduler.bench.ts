@@ -24,7 +24,8 @@ import { randomInt } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
-import { GlobalScheduler, type PlacementTicket } from "../../src/scheduler/global-scheduler.js";
+import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
+import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js";
 import { MOONCAKE_CONVERSATION_TRACE, mooncakeRequests, readMooncakeTrace } from "../workloads/mooncake.js";
@@ -228,7 +229,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     const { ticket, hit } = entry;
     const n = ticket.request.tokens.length;
     const model = scheduler.timeModel(ticket.workerId)!;
-    scheduler.complete(ticket, {
+    ticket.finished({
       ok: true,
       promptTokens: n,
       cachedTokens: hit,
@@ -244,7 +245,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     }
   };
 
-  /** One request through place -> slot-holds -> complete; returns [place ns, cycle ns]. */
+  /** One request through place -> started -> finished; returns [place ns, cycle ns]. */
   const serve = (request: WorkloadRequest, measure: boolean): [number, number] => {
     clock.t = request.arrivalMs;
     const placement = { modelId: MODEL, tokens: request.tokens, messageCount: 1, maxTokens: 256 };
@@ -264,7 +265,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     // Modelled TTFT: this prefill, queued behind the worker's requests in flight.
     const ttftMs = scheduler.timeModel(ticket.workerId)!.prefillMs(n - hit, n) * (1 + inFlightOn[w]!);
     const t2 = process.hrtime.bigint();
-    scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot, tokens: request.tokens });
+    ticket.started(slot);
     inFlight.push({ ticket, hit, ttftMs, outputTokens: request.outputTokens });
     inFlightOn[w]!++;
     while (inFlight.length - inFlightHead > maxInFlight) completeOldest();

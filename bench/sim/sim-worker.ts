@@ -3,7 +3,8 @@
 // shareBatch deciding which request takes a slot and what each step evaluates.
 import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
 import { type BatchShare, evaluationPriorityOf, shareBatch } from "../../src/scheduler/batch-priority.js";
-import type { GlobalScheduler, PlacementTicket } from "../../src/scheduler/global-scheduler.js";
+import type { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
+import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
 import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
@@ -187,7 +188,7 @@ export class SimWorker {
     this.setKv(slot, cached);
     this.slotTokens[slot] = tokens;
     this.slotView[slot] = tokens.slice(0, cached);
-    this.sim.scheduler.applyCacheEvent({ type: "slot-holds", workerId: this.id, slot, tokens });
+    job.ticket.started(slot);
     job.cachedTokens = cached;
     job.prefillLeft = n - cached;
     job.context = cached;
@@ -242,7 +243,7 @@ export class SimWorker {
       if (job.context === 0 && this.slotTokens[job.slot]!.length === 0) {
         // A preempted request: its slot holds its prompt again as it recomputes.
         this.slotTokens[job.slot] = job.request.tokens;
-        this.sim.scheduler.applyCacheEvent({ type: "slot-holds", workerId: this.id, slot: job.slot, tokens: job.request.tokens });
+        job.ticket.started(job.slot);
       }
       this.running.push(job);
       committed += need;

@@ -323,7 +323,7 @@ class Simulation implements WorkerHost {
     const n = request.tokens.length;
     const arrivalMs = this.firstSent.get(request.index) ?? ticket.placedAt;
     this.firstSent.delete(request.index);
-    this.scheduler.complete(ticket, {
+    ticket.finished({
       ok: true,
       promptTokens: n,
       cachedTokens: job.cachedTokens,

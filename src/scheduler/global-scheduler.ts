@@ -8,8 +8,9 @@
 import type { TokenIds } from "../common/tokens.js";
 import { RadixTree } from "./radix/tree.js";
 import type { InFlightHandle, PrefixMatch } from "./radix/types.js";
+import { PlacementTicket, type FinishedRequest, type TicketBook } from "./ticket.js";
 import type { TimeModel } from "./time-model.js";
-import type { CacheEvent, Placement, PlacementContext, PlacementPolicy, PlacementRequest, RequestOutcome, WorkerView } from "./types.js";
+import type { CacheEvent, Placement, PlacementContext, PlacementPolicy, PlacementRequest, WorkerView } from "./types.js";
 import { RecentMedian, WindowedSum } from "./windowed-sum.js";
 
 export interface SchedulerWorker {
@@ -47,15 +48,6 @@ export const SCHEDULER_DEFAULTS: Omit<SchedulerOptions, "now"> = {
   maxQueuePerWorker: 64,
 };
 
-/** A placed request, from placement to completion. Hand it back to `complete`. */
-export interface PlacementTicket {
-  readonly request: PlacementRequest;
-  readonly placement: Placement;
-  readonly workerId: string;
-  readonly placedAt: number;
-  /** Internal: the tree's in-flight handle. */
-  readonly inFlight: InFlightHandle;
-}
 
 interface WorkerState {
   spec: SchedulerWorker;
@@ -115,6 +107,12 @@ export class GlobalScheduler {
    *  cap and the TTL both drop from the front, so keeping it bounded is O(1) amortized. */
   private readonly sessions = new Map<string, { workerId: string; lastSeen: number }>();
   private readonly options: SchedulerOptions;
+  /** What every ticket this scheduler issues reports to. */
+  private readonly ticketBook: TicketBook = {
+    slotHolds: (workerId, slot, tokens) => this.applyCacheEvent({ type: "slot-holds", workerId, slot, tokens }),
+    release: (ticket, outcome) => this.release(ticket, outcome),
+    workerDown: (workerId) => this.setAlive(workerId, false),
+  };
 
   constructor(
     private policyImpl: PlacementPolicy,
@@ -194,8 +192,8 @@ export class GlobalScheduler {
     return this.book(request, placement, chosen.matchedTokens, model, match, now);
   }
 
-  /** The request ended (successfully or not): release its load and learn from it. */
-  complete(ticket: PlacementTicket, outcome: RequestOutcome & { prefillMs?: number; decodeMsPerToken?: number }): void {
+  /** The request ended (successfully or not): release its load and learn from it. Its ticket's finished() calls this. */
+  private release(ticket: PlacementTicket, outcome: FinishedRequest): void {
     const now = this.options.now();
     const worker = this.workers.get(ticket.workerId);
     const model = this.models.get(ticket.request.modelId);
@@ -359,7 +357,7 @@ export class GlobalScheduler {
     const inFlight = model.tree.placeOn(worker.spec.id, request.tokens, match);
     worker.unreported.set(request.tokens, inFlight);
     if (request.sessionId !== undefined && this.options.sessionPinning) this.seeSession(request.sessionId, worker.spec.id, now);
-    return { request, placement, workerId: worker.spec.id, placedAt: now, inFlight };
+    return new PlacementTicket(this.ticketBook, request, placement, worker.spec.id, now, inFlight);
   }
 
   /** The session was just served by the worker: it moves to the back of the map; from the

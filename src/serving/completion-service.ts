@@ -6,7 +6,8 @@ import type { ChatTurn } from "../contract/chat.js";
 import type { GenerationResult } from "../contract/generation.js";
 import { RESPONSE_FORMAT_ERROR, type SamplingParams } from "../contract/sampling.js";
 import { WorkerDiedError } from "../engine/host/runners.js";
-import type { GlobalScheduler, PlacementTicket } from "../scheduler/global-scheduler.js";
+import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
+import type { PlacementTicket } from "../scheduler/ticket.js";
 import type { CopyAction, Placement, PlacementRequest } from "../scheduler/types.js";
 import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
@@ -313,8 +314,6 @@ export class CompletionService {
     for (const copy of ticket.placement.copies ?? []) await this.copyPrefix(copy);
     let ttftMs: number | undefined;
     let delivered = false;
-    let startedSlot: number | undefined;
-    let workerDied = false;
     let cachedTokens = 0;
     let result: GenerationResult | undefined;
     try {
@@ -326,9 +325,8 @@ export class CompletionService {
           signal: job.signal,
           onStarted: (event) => {
             cachedTokens = event.cachedTokens;
-            startedSlot = event.slot;
             // The worker's report: this slot now holds the prompt. The tree follows it exactly.
-            this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: event.slot, tokens });
+            ticket.started(event.slot);
             hooks.onStarted?.({ workerId: ticket.workerId, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
           },
           onText: (text) => {
@@ -342,9 +340,8 @@ export class CompletionService {
       return { ...result, workerId: ticket.workerId, placement: ticket.placement };
     } catch (error) {
       if (error instanceof WorkerDiedError) {
-        workerDied = true;
         // Demote at once, not at the next report: the fleet restarts it and says when it is back.
-        this.scheduler.setAlive(ticket.workerId, false);
+        ticket.workerDied();
         const failed = new ServingError(
           "worker_failed",
           `Worker ${ticket.workerId} stopped while generating this request (request ${job.requestId}: ${error.message}); it is being restarted. Retry the request.`,
@@ -359,22 +356,16 @@ export class CompletionService {
       }
       throw new ServingError("worker_failed", `Worker ${ticket.workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
     } finally {
-      this.scheduler.complete(ticket, {
+      ticket.finished({
         ok: result !== undefined && result.finishReason !== "cancelled",
         promptTokens: tokens.length,
         cachedTokens,
         completionTokens: result?.completionTokens ?? 0,
         ttftMs: ttftMs ?? this.now() - placedAt,
+        // A request that failed in its prefill holds what it had cached at most.
+        heldPromptTokens: result?.heldPromptTokens ?? cachedTokens,
         ...(result ? { prefillMs: result.prefillMs, decodeMsPerToken: decodeMsPerToken(result) } : {}),
       });
-      // The slot was reported holding the whole prompt when the request started; a request
-      // that ended early (cancelled in its prefill, failed) holds less: the report follows.
-      // A worker that died was reset in the tree already. After complete(): while the
-      // request is in flight, the tree keeps its prompt as the worker's estimate.
-      if (startedSlot !== undefined && !workerDied) {
-        const held = result?.heldPromptTokens ?? cachedTokens;
-        if (held < tokens.length) this.scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: startedSlot, tokens: tokens.slice(0, held) });
-      }
     }
   }
 

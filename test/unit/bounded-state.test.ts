@@ -3,7 +3,8 @@
 // (dropped with their node) and the window, the tree by the workers' capacities, and the
 // per-request maps back to empty once every request has completed.
 import { describe, expect, it } from "vitest";
-import { GlobalScheduler, type PlacementTicket } from "../../src/scheduler/global-scheduler.js";
+import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
+import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { RadixTree } from "../../src/scheduler/radix/tree.js";
 import { createPolicy, POLICY_NAMES, type PolicyName } from "../../src/scheduler/registry.js";
 import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js";
@@ -58,7 +59,7 @@ function drive(scheduler: GlobalScheduler, clock: { t: number }, count: number):
   const running: { ticket: PlacementTicket; ran: boolean }[] = [];
   const nextSlot = new Map<string, number>();
   const finish = ({ ticket, ran }: { ticket: PlacementTicket; ran: boolean }) => {
-    scheduler.complete(ticket, { ok: ran, promptTokens: ticket.request.tokens.length, cachedTokens: 0, completionTokens: ran ? 8 : 0, ttftMs: 20 });
+    ticket.finished({ ok: ran, promptTokens: ticket.request.tokens.length, cachedTokens: 0, completionTokens: ran ? 8 : 0, ttftMs: 20 });
   };
   for (let i = 0; i < count; i++) {
     clock.t += 1;
@@ -67,7 +68,7 @@ function drive(scheduler: GlobalScheduler, clock: { t: number }, count: number):
     if (ran) {
       const slot = nextSlot.get(ticket.workerId) ?? 0;
       nextSlot.set(ticket.workerId, (slot + 1) % SLOTS);
-      scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot, tokens: ticket.request.tokens });
+      ticket.started(slot);
     }
     running.push({ ticket, ran });
     if (running.length > IN_FLIGHT) finish(running.shift()!);
@@ -153,7 +154,7 @@ describe("preble: TTFT histories", () => {
       for (let i = from; i < from + count; i++) {
         clock.t += 1;
         const ticket = scheduler.place(request(i, prefix))!;
-        scheduler.complete(ticket, { ok: true, promptTokens: PREFIX + SUFFIX, cachedTokens: 0, completionTokens: 8, ttftMs: 20 });
+        ticket.finished({ ok: true, promptTokens: PREFIX + SUFFIX, cachedTokens: 0, completionTokens: 8, ttftMs: 20 });
       }
     };
     serve(0, 500);
@@ -185,7 +186,7 @@ describe("preble: TTFT histories", () => {
     expect(ticket.placement.prefixKey).toBeDefined();
     // w0's slot moves on: the prefix node is left with w1's request alone.
     scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: request(11, 11).tokens });
-    scheduler.complete(ticket, { ok: true, promptTokens: long.tokens.length, cachedTokens: 0, completionTokens: 8, ttftMs: 20 });
+    ticket.finished({ ok: true, promptTokens: long.tokens.length, cachedTokens: 0, completionTokens: 8, ttftMs: 20 });
     expect(scheduler.tree("m")!.match(prefix).matchedTokens).toBe(0);
     expect(scheduler.stateSizes()["policy.ttftHistories"]).toBe(0);
   });

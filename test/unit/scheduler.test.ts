@@ -1,6 +1,7 @@
 // The global scheduler and every policy, driven by synthetic requests: no model, no I/O.
 import { describe, expect, it } from "vitest";
-import { GlobalScheduler, type PlacementTicket } from "../../src/scheduler/global-scheduler.js";
+import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
+import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { createPolicy, POLICY_NAMES, type PolicyName, POLICY_DEFAULTS } from "../../src/scheduler/registry.js";
 import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 import type { PlacementRequest } from "../../src/scheduler/types.js";
@@ -41,8 +42,8 @@ function harness(policy: PolicyName, workerIds = ["w0", "w1"], options: { capaci
       if (!ticket) return undefined;
       const slot = nextSlot.get(ticket.workerId) ?? 0;
       nextSlot.set(ticket.workerId, (slot + 1) % slots);
-      scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot, tokens: request.tokens });
-      scheduler.complete(ticket, { ok: true, promptTokens: request.tokens.length, cachedTokens: 0, completionTokens: outcome.completionTokens ?? 16, ttftMs: outcome.ttftMs ?? 10 });
+      ticket.started(slot);
+      ticket.finished({ ok: true, promptTokens: request.tokens.length, cachedTokens: 0, completionTokens: outcome.completionTokens ?? 16, ttftMs: outcome.ttftMs ?? 10 });
       return ticket.workerId;
     },
   };
@@ -90,7 +91,7 @@ describe("conformance: every policy", () => {
           const model = i % 2 === 0 ? "a" : "b";
           const ticket = scheduler.place(single(i, 50, model))!;
           expect(ticket.workerId.startsWith(model)).toBe(true);
-          scheduler.complete(ticket, { ok: true, promptTokens: 50, cachedTokens: 0, completionTokens: 4, ttftMs: 5 });
+          ticket.finished({ ok: true, promptTokens: 50, cachedTokens: 0, completionTokens: 4, ttftMs: 5 });
         }
         expect(scheduler.place(single(1, 50, "c"))).toBeUndefined();
       });
@@ -161,7 +162,7 @@ describe("a short shared prefix is not a home", () => {
       const picks = Array.from({ length: 6 }, (_, i) => {
         const request: PlacementRequest = { modelId: "m", tokens: [...template, ...tokens(400 + i, 200)], messageCount: 3 };
         const ticket = scheduler.place(request)!;
-        scheduler.applyCacheEvent({ type: "slot-holds", workerId: ticket.workerId, slot: i % 4, tokens: request.tokens });
+        ticket.started(i % 4);
         return ticket.workerId;
       });
       expect(picks.filter((pick) => pick === "w0")).toHaveLength(3);
@@ -215,7 +216,7 @@ describe("preble: E2", () => {
     const prefix = tokens(3, 500);
     const first = scheduler.place({ modelId: "m", tokens: prefix, messageCount: 1 }, "w0")!;
     scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: prefix });
-    scheduler.complete(first, { ok: true, promptTokens: 500, cachedTokens: 0, completionTokens: 10, ttftMs: 50 });
+    first.finished({ ok: true, promptTokens: 500, cachedTokens: 0, completionTokens: 10, ttftMs: 50 });
     // Lots of prefill work lands on w0 in the window (pinned placements of other prompts).
     const held: PlacementTicket[] = [];
     for (let i = 0; i < 6; i++) held.push(scheduler.place(single(700 + i, 400), "w0")!);

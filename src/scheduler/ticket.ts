@@ -1,0 +1,72 @@
+// A placed request's life as the scheduler sees it: placed -> started in a slot -> finished,
+// or lost with its worker. Serving, the simulator, the benchmarks and the tests all drive a
+// request through this one object instead of re-writing the sequence of scheduler calls.
+import type { TokenIds } from "../common/tokens.js";
+import type { InFlightHandle } from "./radix/types.js";
+import type { Placement, PlacementRequest, RequestOutcome } from "./types.js";
+
+/** How a request ended, as the worker and the host measured it. */
+export interface FinishedRequest extends RequestOutcome {
+  /** The worker's prefill time (slot taken -> first token): the time model learns from it. */
+  prefillMs?: number;
+  decodeMsPerToken?: number;
+  /**
+   * Prompt tokens its slot still holds at the end; all of them when absent. A request that
+   * ended in its prefill (cancelled, failed) holds fewer than it was reported to hold.
+   */
+  heldPromptTokens?: number;
+}
+
+/** What a ticket needs from the scheduler that issued it. */
+export interface TicketBook {
+  /** The worker's slot now holds exactly `tokens` (the tree follows). */
+  slotHolds(workerId: string, slot: number, tokens: TokenIds): void;
+  /** Releases the request's load and lets the policy and the time model learn from it. */
+  release(ticket: PlacementTicket, outcome: FinishedRequest): void;
+  /** The worker is down: never chosen, its cache forgotten, until it is back. */
+  workerDown(workerId: string): void;
+}
+
+export class PlacementTicket {
+  private slot: number | undefined;
+  private done = false;
+  private lost = false;
+
+  constructor(
+    private readonly book: TicketBook,
+    readonly request: PlacementRequest,
+    readonly placement: Placement,
+    readonly workerId: string,
+    readonly placedAt: number,
+    /** The tree's handle on the request while it is in flight. */
+    readonly inFlight: InFlightHandle,
+  ) {}
+
+  /** The worker put the request in `slot`: the slot holds its prompt from now on. */
+  started(slot: number): void {
+    if (this.done || this.lost) return;
+    this.slot = slot;
+    this.book.slotHolds(this.workerId, slot, this.request.tokens);
+  }
+
+  /**
+   * The request ended, however it ended: its load is released, then the slot's report is cut
+   * back to what the slot still holds (while the request was in flight the tree kept its
+   * whole prompt as the worker's estimate). Once; later calls do nothing.
+   */
+  finished(outcome: FinishedRequest): void {
+    if (this.done) return;
+    this.done = true;
+    this.book.release(this, outcome);
+    const held = outcome.heldPromptTokens ?? this.request.tokens.length;
+    if (this.slot !== undefined && !this.lost && held < this.request.tokens.length) {
+      this.book.slotHolds(this.workerId, this.slot, this.request.tokens.slice(0, held));
+    }
+  }
+
+  /** Its worker died with the request on it: the worker is demoted at once (the fleet restarts it). Call finished() after. */
+  workerDied(): void {
+    this.lost = true;
+    this.book.workerDown(this.workerId);
+  }
+}

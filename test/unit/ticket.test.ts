@@ -1,0 +1,67 @@
+// A request's ticket, placed -> started -> finished (or lost with its worker), as the global
+// scheduler's tree and loads see it. No model, no I/O.
+import { describe, expect, it } from "vitest";
+import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
+import { createPolicy } from "../../src/scheduler/registry.js";
+import { TimeModel, TIME_MODEL_PRESETS } from "../../src/scheduler/time-model.js";
+import type { PlacementRequest } from "../../src/scheduler/types.js";
+
+const prompt = (seed: number, n = 100): number[] => Array.from({ length: n }, (_, i) => 1000 * seed + i);
+
+function setUp(workers = ["w0", "w1"]) {
+  const scheduler = new GlobalScheduler(createPolicy("least-load"), { now: () => 0, maxQueuePerWorker: 10 });
+  for (const id of workers) scheduler.addWorker({ id, modelId: "m", slots: 2, capacityTokens: 100_000, timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!) });
+  const held = (workerId: string, tokens: number[]) => scheduler.tree("m")!.match(tokens).perWorker.get(workerId) ?? 0;
+  const inFlight = (workerId: string) => scheduler.views().find((view) => view.id === workerId)!.inFlight;
+  return { scheduler, held, inFlight };
+}
+
+const outcome = (tokens: number[]) => ({ ok: true, promptTokens: tokens.length, cachedTokens: 0, completionTokens: 4, ttftMs: 10 });
+
+describe("PlacementTicket", () => {
+  it("started: the slot holds the prompt; finished: the load is released and the slot keeps it", () => {
+    const { scheduler, held, inFlight } = setUp(["w0"]);
+    const request: PlacementRequest = { modelId: "m", tokens: prompt(1), messageCount: 1 };
+    const ticket = scheduler.place(request)!;
+    expect(inFlight("w0")).toBe(1);
+    ticket.started(0);
+    expect(held("w0", request.tokens as number[])).toBe(100);
+    ticket.finished(outcome(request.tokens as number[]));
+    expect(inFlight("w0")).toBe(0);
+    expect(held("w0", request.tokens as number[])).toBe(100);
+  });
+
+  it("finished with fewer prompt tokens held (cancelled in its prefill): the slot's report is cut back", () => {
+    const { scheduler, held } = setUp(["w0"]);
+    const tokens = prompt(2);
+    const ticket = scheduler.place({ modelId: "m", tokens, messageCount: 1 })!;
+    ticket.started(1);
+    ticket.finished({ ...outcome(tokens), ok: false, heldPromptTokens: 30 });
+    expect(held("w0", tokens)).toBe(30);
+  });
+
+  it("finished twice releases the load once", () => {
+    const { scheduler, inFlight } = setUp(["w0"]);
+    const first = scheduler.place({ modelId: "m", tokens: prompt(3), messageCount: 1 })!;
+    scheduler.place({ modelId: "m", tokens: prompt(4), messageCount: 1 });
+    expect(inFlight("w0")).toBe(2);
+    first.finished(outcome(prompt(3)));
+    first.finished(outcome(prompt(3)));
+    expect(inFlight("w0")).toBe(1);
+  });
+
+  it("workerDied: the worker is demoted and forgotten at once, and finishing the request reports no slot", () => {
+    const { scheduler, held } = setUp();
+    const tokens = prompt(5);
+    const ticket = scheduler.place({ modelId: "m", tokens, messageCount: 1 })!;
+    const dead = ticket.workerId;
+    ticket.started(0);
+    ticket.workerDied();
+    expect(scheduler.views().find((view) => view.id === dead)!.alive).toBe(false);
+    expect(held(dead, tokens)).toBe(0);
+    ticket.finished({ ...outcome(tokens), ok: false, heldPromptTokens: 10 });
+    expect(held(dead, tokens)).toBe(0);
+    // The same prompt again goes to the live worker.
+    expect(scheduler.place({ modelId: "m", tokens, messageCount: 1 })!.workerId).not.toBe(dead);
+  });
+});
