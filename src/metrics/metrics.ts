@@ -3,7 +3,7 @@
 // per-request verdict, not only a lifetime ratio). Per worker, read at scrape time: queue,
 // running, slots, KV tokens held and capacity, alive, restarts; and counters of evictions,
 // spills, restores, placements by policy and reason, replications, copies and failovers.
-// Node process defaults too. Every name is listed in METRIC_NAMES (and the README).
+// Node process defaults too. Every name is in the README's Metrics section (a test checks both ways).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { CopyAction, Placement } from "../scheduler/types.js";
@@ -12,40 +12,6 @@ import type { RequestRecord, ServingObserver } from "../serving/observer.js";
 
 const TOKEN_BUCKETS = [16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072];
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
-
-export const METRIC_NAMES = [
-  "radixgate_http_requests_total",
-  "radixgate_http_request_duration_seconds",
-  "radixgate_requests_total",
-  "radixgate_ttft_seconds",
-  "radixgate_inter_token_latency_seconds",
-  "radixgate_queue_seconds",
-  "radixgate_prompt_tokens",
-  "radixgate_cached_tokens",
-  "radixgate_cached_fraction",
-  "radixgate_completion_tokens",
-  "radixgate_worker_queue_depth",
-  "radixgate_worker_running",
-  "radixgate_worker_slots",
-  "radixgate_worker_kv_tokens",
-  "radixgate_worker_kv_capacity_tokens",
-  "radixgate_worker_alive",
-  "radixgate_worker_restarts_total",
-  "radixgate_worker_evictions_total",
-  "radixgate_worker_spills_total",
-  "radixgate_worker_restores_total",
-  "radixgate_worker_restore_failures_total",
-  "radixgate_worker_decode_steps_total",
-  "radixgate_worker_decode_tokens_total",
-  "radixgate_worker_prefill_tokens_total",
-  "radixgate_placements_total",
-  "radixgate_replications_total",
-  "radixgate_prefix_copies_total",
-  "radixgate_failovers_total",
-  "radixgate_scheduler_state_entries",
-  "process_cpu_seconds_total",
-  "nodejs_eventloop_lag_seconds",
-] as const;
 
 export class Metrics implements ServingObserver {
   readonly registry = new Registry();

@@ -1,9 +1,9 @@
 // GET /metrics: every documented name is there, and the per-request figures move.
+import { readFileSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultStateDir } from "../../src/engine/worker/state-store.js";
-import { METRIC_NAMES } from "../../src/metrics/metrics.js";
 import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 
 let server: TestServer;
@@ -30,9 +30,15 @@ function value(text: string, sample: string): number {
 }
 
 describe("GET /metrics", () => {
-  it("exposes every documented metric name", async () => {
+  it("exposes every metric the README documents, and documents every one it exposes", async () => {
+    const readme = readFileSync(join(import.meta.dirname, "../../README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("\n## Metrics\n"), readme.indexOf("\n## ", readme.indexOf("\n## Metrics\n") + 1));
+    const documented = new Set(section.match(/\b(radixgate|process|nodejs)_[a-z_]+/g));
+    expect(documented.size).toBeGreaterThan(20);
     const text = await scrape();
-    for (const name of METRIC_NAMES) expect(text, name).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
+    for (const name of documented) expect(text, name).toMatch(new RegExp(`^# TYPE ${name} `, "m"));
+    const exposed = [...text.matchAll(/^# TYPE (radixgate_[a-z_]+) /gm)].map((match) => match[1]!);
+    for (const name of exposed) expect(documented, `${name} is not in the README's Metrics section`).toContain(name);
   });
 
   it("records each request's prompt, cached and completion tokens, TTFT and placement", async () => {

@@ -128,6 +128,8 @@ describe("hot reload", () => {
     const changed = await until(health, (h) => h.policy === "shape" && h.local.priorityGroups === 4);
     expect(changed.policy).toBe("shape");
     expect(changed.local.priorityGroups).toBe(4);
+    // The workers' own local schedulers, not only the host's copy shown in /health.
+    for (const worker of radixgate.fleet.workers) expect((await worker.engine.stats()).local.priorityGroups).toBe(4);
     expect(changed.config_error).toBeNull();
 
     writeFileSync(path, configText({ raw: "scheduler:\n  policy: [unclosed\n" }));
