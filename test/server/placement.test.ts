@@ -52,6 +52,10 @@ for (const policy of ["preble", "shape"] as const) {
       );
       const workers = burst.map(({ response }) => response.headers.get("x-radixgate-worker"));
       expect(new Set(workers)).toEqual(new Set(["w0", "w1"]));
+      // Distinct prompts share only the chat template's first tokens: preble's rule explores
+      // (the cheapest worker by load), shape spreads them as one-shot questions.
+      const reasons = burst.map(({ response }) => response.headers.get("x-radixgate-placement")!.split(";")[0]);
+      expect(new Set(reasons)).toEqual(new Set([policy === "preble" ? "explore" : "spread"]));
       // shape spreads one-shot requests with a counter: an even split. preble weighs each
       // worker's load over its window, which here includes the conversation above, so its
       // split follows the work already done, not the count.
