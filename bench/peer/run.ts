@@ -11,7 +11,7 @@
 // prompts (where a stall shows in p99). Results: bench/results/peer.{md,json}.
 //
 //   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--results peer] [--quick]
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
@@ -101,9 +101,10 @@ async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running>
       "",
     ].join("\n"),
   );
-  // As `npm start` runs it: its own process, libuv's pool raised for the thread workers,
-  // glibc's malloc arenas capped.
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "src/main.ts"), "--config", config], {
+  // As `npm start` runs it: the production build in its own process, libuv's pool raised
+  // for the thread workers, glibc's malloc arenas capped.
+  if (spawnSync(process.execPath, [join(ROOT, "scripts/ensure-build.mjs")], { stdio: "inherit" }).status !== 0) throw new Error("the build failed (above)");
+  const child = spawn(process.execPath, [join(ROOT, "dist/main.js"), "--config", config], {
     cwd: ROOT,
     env: { ...process.env, UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? "16", MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2" },
     stdio: ["ignore", "ignore", "inherit"],
