@@ -14,13 +14,28 @@ import { agentLoopRequests } from "../workloads/agent-loops.js";
 import { AZURE_CODE_TRACE, AZURE_CONV_TRACE, azureRequests, readAzureTrace } from "../workloads/azure.js";
 import { coldBurstRequests } from "../workloads/cold-burst.js";
 import { MOONCAKE_CONVERSATION_TRACE, mooncakeRequests, readMooncakeTrace } from "../workloads/mooncake.js";
+import { PREBLE_WORKLOADS, prebleRequests } from "../workloads/preble.js";
 import { LLMD_PRECISE, SGLANG_GSP, sharedPrefixRequests } from "../workloads/shared-prefix.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
 import { TOOLBENCH_ZIPF_DEFAULTS, toolbenchZipf } from "../workloads/toolbench-zipf.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
 import type { WorkerSpec } from "./simulator.js";
 
-export const WORKLOAD_NAMES = ["toolbench-zipf", "mooncake", "agent-loops", "azure-conv", "azure-code", "sglang-gsp", "llmd", "cold-burst"] as const;
+export const WORKLOAD_NAMES = [
+  "toolbench-zipf",
+  "mooncake",
+  "agent-loops",
+  "azure-conv",
+  "azure-code",
+  "sglang-gsp",
+  "llmd",
+  "cold-burst",
+  "preble-toolbench",
+  "preble-alfworld",
+  "preble-apps",
+  "preble-nextqa",
+  "preble-loogle",
+] as const;
 export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
 
 export function isWorkloadName(name: string): name is WorkloadName {
@@ -45,6 +60,11 @@ export const DEFAULT_SIZES: Record<WorkloadName, number> = {
   "sglang-gsp": 1024,
   llmd: 750,
   "cold-burst": 16,
+  "preble-toolbench": 5000,
+  "preble-alfworld": 5000,
+  "preble-apps": 5000,
+  "preble-nextqa": 2000,
+  "preble-loogle": 1000,
 };
 
 function take<T>(iterator: Iterator<T>, count: number): T[] {
@@ -121,6 +141,20 @@ export function buildWorkload(name: WorkloadName, options: { seed: number; salt:
         requests: coldBurstRequests({ seed, salt, count }),
         kind: "burst",
         describe: `cold burst: ${size} x workers x load distinct one-shot prompts of 1024-3072 tokens, 128 output tokens, all at once`,
+      };
+    }
+    case "preble-toolbench":
+    case "preble-alfworld":
+    case "preble-apps":
+    case "preble-nextqa":
+    case "preble-loogle": {
+      const figures = PREBLE_WORKLOADS[name];
+      const { promptTokens: prompt, outputTokens: output } = figures;
+      return {
+        name,
+        requests: prebleRequests({ seed, salt, figures, requests: size }),
+        kind: "open",
+        describe: `Preble's ${figures.task}: prompt ${prompt.mean} (std ${prompt.std}) tokens, ${Math.round(figures.sharedFraction * 100)} % of it a prefix shared by ${figures.requestsPerPrefix} requests, output ${output.mean} (std ${output.std}); lognormal lengths, prefixes split evenly, Poisson arrivals; 2 messages`,
       };
     }
     default:
