@@ -29,6 +29,7 @@ import { mulberry32 } from "../src/common/random.js";
 import { WorkerHandle } from "../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../src/engine/host/prompt-preparer.js";
 import type { WorkerInit } from "../src/engine/wire/protocol.js";
+import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-settings.js";
 import type { GenerationResult } from "../src/contract/generation.js";
 import type { SamplingParams } from "../src/contract/sampling.js";
 import { defaultStateDir } from "../src/engine/worker/state-store.js";
@@ -172,7 +173,7 @@ try {
     batchSize: 512,
     threads: THREADS,
     gpu: false,
-    local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024, hitRatioWindowMs: 180_000 },
+    local: { ...LOCAL_SCHEDULER_DEFAULTS },
     // Evicted slot content is never saved (minTokens above any prompt), so no measured request
     // pays for saving another one's state; exports, imports and loads go through the store.
     spill: { budgetBytes: 2 * 1024 ** 3, minTokens: 1_000_000, recentMs: 600_000, dir },

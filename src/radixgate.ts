@@ -9,7 +9,7 @@ import { resolveModelSource } from "./engine/host/model-source.js";
 import { PromptPreparer } from "./engine/host/prompt-preparer.js";
 import { buildApp } from "./http/app.js";
 import { GlobalScheduler } from "./scheduler/global-scheduler.js";
-import { createPolicy, type PolicyOptions } from "./scheduler/registry.js";
+import { createPolicy, POLICY_CONFIG_KEYS } from "./scheduler/registry.js";
 import { CompletionService } from "./serving/completion-service.js";
 import { Fleet } from "./serving/fleet.js";
 import { observeAll, requestLog } from "./serving/observer.js";
@@ -35,7 +35,7 @@ export interface Radixgate {
 
 export async function createRadixgate({ config, dir, path }: LoadedConfig): Promise<Radixgate> {
   // Fail on a bad policy name before spending time loading models.
-  createPolicy(config.scheduler.policy, policyOptions(config));
+  createPolicy(config.scheduler.policy, config.scheduler);
   const modelPaths = new Map<string, string>();
   for (const model of config.models) {
     modelPaths.set(model.id, await resolveModelSource(model.source, { configDir: dir, seed: model.seed }));
@@ -83,9 +83,11 @@ export async function createRadixgate({ config, dir, path }: LoadedConfig): Prom
   const app = buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError: () => reloader.lastError });
   const reloader = new ConfigReloader(path, config, {
     log: app.log,
+    // Only the keys marked live in the config schema differ between `previous` and `next`.
     async apply(next, previous) {
-      if (changedPaths(previous.scheduler, next.scheduler).some((key) => ["policy", "preble", "cacheAware"].some((live) => key.startsWith(live)))) {
-        scheduler.setPolicy(createPolicy(next.scheduler.policy, policyOptions(next)));
+      const changed = changedPaths(previous.scheduler, next.scheduler);
+      if (changed.some((path) => POLICY_CONFIG_KEYS.some((key) => path === key || path.startsWith(`${key}.`)))) {
+        scheduler.setPolicy(createPolicy(next.scheduler.policy, next.scheduler));
       }
       if (changedPaths(previous.scheduler.local, next.scheduler.local).length > 0) {
         // Every worker keeps the new settings; one that is down or restarting gets them when
@@ -130,21 +132,8 @@ export async function createRadixgate({ config, dir, path }: LoadedConfig): Prom
   };
 }
 
-/** The policies' parameters from config.yml (hot reload builds a new policy from these). */
-export function policyOptions(config: Config): PolicyOptions {
-  return { preble: { ...config.scheduler.preble, windowMs: config.scheduler.windowMs }, cacheAware: config.scheduler.cacheAware };
-}
-
 async function createScheduler(config: Config, fleet: Fleet): Promise<GlobalScheduler> {
-  const scheduler = new GlobalScheduler(createPolicy(config.scheduler.policy, policyOptions(config)), {
-    now: () => performance.now(),
-    windowMs: config.scheduler.windowMs,
-    sessionPinning: config.scheduler.sessionPinning,
-    sessionTtlMs: config.scheduler.sessionTtlMs,
-    maxSessions: config.scheduler.maxSessions,
-    sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
-    maxQueuePerWorker: config.scheduler.maxQueuePerWorker,
-  });
+  const scheduler = new GlobalScheduler(createPolicy(config.scheduler.policy, config.scheduler), { ...config.scheduler, now: () => performance.now() });
   // One worker at a time: the first of identical workers profiles, the rest hit its cache
   // (keyed by model file, hardware and context settings), so start-up stays short.
   for (const worker of fleet.workers) {

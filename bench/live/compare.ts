@@ -17,7 +17,6 @@
 //   contended  + steps slowed while both workers run, by the factors the "two workers busy"
 //              probe measured (fitted on this machine, so an explanation, not a prediction).
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
-import { policyOptions } from "../../src/radixgate.js";
 import { distribution, type Distribution } from "../sim/metrics.js";
 import { PRESETS } from "../../src/presets/make-model.js";
 import { cpuSpec, kvBytesPerToken, readTimeModelFile } from "../sim/hardware.js";
@@ -193,14 +192,8 @@ export async function simulateAgainstLive(
         replay: options.replay,
         workers: options.workers,
         spec: cards[variant],
-        policyOptions: policyOptions(config),
-        scheduler: {
-          windowMs: config.scheduler.windowMs,
-          sessionPinning: config.scheduler.sessionPinning,
-          sessionTtlMs: config.scheduler.sessionTtlMs,
-          sessionOverloadPerSlot: config.scheduler.sessionOverloadPerSlot,
-          maxQueuePerWorker: config.scheduler.maxQueuePerWorker,
-        },
+        policyOptions: config.scheduler,
+        scheduler: config.scheduler,
       });
     }
     sim.push({ arm: liveArm.arm, variants: results });

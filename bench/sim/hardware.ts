@@ -50,15 +50,20 @@
 //     state store and node-llama-cpp's old context lock only when asked for (bench/live/compare.ts
 //     does).
 // Batch: 2048 tokens per forward pass on a GPU (a full decode batch plus the 1024-token prefill
-// chunk fits), config.yml's 512 on CPU. Chunk and local scheduler: Preble's 1024 tokens, P = 10,
-// k = 10 (config.yml's defaults).
+// chunk fits), config.yml's default on CPU. Chunk and local scheduler: config.yml's defaults
+// (Preble's).
 import { readFileSync } from "node:fs";
 import { ConfigSchema, ModelConfigSchema } from "../../src/config/schema.js";
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
+import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
 import { TIME_MODEL_PRESETS, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 import type { SpillSpec, WorkerSpec } from "./simulator.js";
 
-const LOCAL = { chunkTokens: 1024, priorityGroups: 10, quotaPerGroup: 10 } as const;
+const LOCAL: Pick<WorkerSpec, "chunkTokens" | "priorityGroups" | "quotaPerGroup"> = {
+  chunkTokens: LOCAL_SCHEDULER_DEFAULTS.chunkTokens,
+  priorityGroups: LOCAL_SCHEDULER_DEFAULTS.priorityGroups,
+  quotaPerGroup: LOCAL_SCHEDULER_DEFAULTS.quotaPerGroup,
+};
 const GPU_BATCH_TOKENS = 2048;
 
 /** Share of a card's memory llama.cpp may fill with weights and KV (the rest: CUDA context, compute buffers). */
@@ -127,6 +132,12 @@ export const SPILL_DEFAULTS = {
 };
 /** The most slots config.yml lets a worker have. */
 const MAX_SLOTS = schemaNumber(ModelConfigSchema.properties.slots.maximum);
+/** A CPU worker's defaults in config.yml. */
+const CPU_DEFAULTS = {
+  slots: schemaNumber(ModelConfigSchema.properties.slots.default),
+  contextSize: schemaNumber(ModelConfigSchema.properties.contextSize.default),
+  batchTokens: schemaNumber(ModelConfigSchema.properties.batchSize.default),
+};
 
 function schemaNumber(value: unknown): number {
   if (typeof value !== "number") throw new Error("config schema: a figure the simulator reads is not a number");
@@ -187,14 +198,14 @@ export function cpuSpec(
   timeModel: TimeModelCoefficients,
   options: { slots?: number; contextSize?: number; batchTokens?: number; spill?: SpillSpec; contextLock?: boolean } = {},
 ): WorkerSpec {
-  const slots = options.slots ?? 4;
-  const contextSize = options.contextSize ?? 4096;
+  const slots = options.slots ?? CPU_DEFAULTS.slots;
+  const contextSize = options.contextSize ?? CPU_DEFAULTS.contextSize;
   return {
     timeModel,
     slots,
     capacityTokens: slots * contextSize,
     maxSequenceTokens: contextSize,
-    batchTokens: options.batchTokens ?? 512,
+    batchTokens: options.batchTokens ?? CPU_DEFAULTS.batchTokens,
     ...LOCAL,
     decodeBatching: "per-sequence",
     ...(options.spill ? { spill: options.spill } : {}),

@@ -6,12 +6,14 @@ import { type BatchShare, evaluationPriorityOf, shareBatch } from "../../src/sch
 import type { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
+import type { LocalSchedulerSettings } from "../../src/scheduler/local-scheduler-settings.js";
 import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
 import { SimStore, type SpillSpec } from "./sim-store.js";
 
-/** One simulated card. */
-export interface WorkerSpec {
+/** One simulated card. Its local scheduler: P priority groups, k quota per group, and the
+ *  prefill budget per step after every decoding request got its token (chunkTokens). */
+export interface WorkerSpec extends Pick<LocalSchedulerSettings, "chunkTokens" | "priorityGroups" | "quotaPerGroup"> {
   /** The card's true speed (the scheduler's model starts from `schedulerTimeModel`, default the same). */
   timeModel: TimeModelCoefficients;
   /** Sequences running at once (llama.cpp slots). */
@@ -22,11 +24,6 @@ export interface WorkerSpec {
   maxSequenceTokens?: number;
   /** Tokens one forward pass evaluates at most (llama.cpp batch size). */
   batchTokens: number;
-  /** Prefill budget per step, after every decoding request got its token (Preble: 1024). */
-  chunkTokens: number;
-  /** Local scheduler: P priority groups, k quota per group (Preble: 10, 10). */
-  priorityGroups: number;
-  quotaPerGroup: number;
   /** The worker's state store of evicted slot contents (see simulator.ts's header); absent: none, only copied-in prefixes are kept. */
   spill?: SpillSpec;
   /** Decode cost of a step: "shared" (default, a GPU: one decodeBase per step) or "per-sequence" (a CPU: one per decoding sequence). */

@@ -1,9 +1,11 @@
 // The schema of config.yml: one TypeBox schema gives the types, the defaults and the
-// validation (with key paths in the errors). Every object is closed
-// (`additionalProperties: false`) so a misspelt key stops start-up instead of being ignored.
+// validation (with key paths in the errors), assembled from the settings each part declares.
+// Every object is closed, so a misspelt key stops start-up instead of being ignored.
 import { Type, type Static } from "@sinclair/typebox";
-
-const closed = { additionalProperties: false } as const;
+import { CLOSED, live, liveKeys, SETTINGS_OBJECT } from "../common/settings-schema.js";
+import { GlobalSchedulerSettingsSchema } from "../scheduler/global-scheduler-settings.js";
+import { LocalSchedulerSettingsSchema } from "../scheduler/local-scheduler-settings.js";
+import { POLICY_SETTINGS_SCHEMAS, PolicyNameSchema } from "../scheduler/registry.js";
 
 export const ModelConfigSchema = Type.Object(
   {
@@ -45,7 +47,7 @@ export const ModelConfigSchema = Type.Object(
       description: "thread: a worker thread in the host; process: a child process per worker (a native abort ends only that worker); auto: process when several GPUs are found, else thread.",
     }),
   },
-  closed,
+  CLOSED,
 );
 
 export const ConfigSchema = Type.Object(
@@ -67,10 +69,12 @@ export const ConfigSchema = Type.Object(
           default: 256,
           description: "Longest client id accepted: `user`, `model`, the x-session-id, x-request-id and x-radixgate-worker headers and a path segment such as a model id (400, or 414 for the path, above it).",
         }),
-        apiKeys: Type.Array(Type.String({ minLength: 1 }), {
-          default: [],
-          description: "Bearer keys clients must send (Authorization: Bearer <key>); empty = no authentication. Env RADIXGATE_API_KEYS (comma-separated) adds keys.",
-        }),
+        apiKeys: live(
+          Type.Array(Type.String({ minLength: 1 }), {
+            default: [],
+            description: "Bearer keys clients must send (Authorization: Bearer <key>); empty = no authentication. Env RADIXGATE_API_KEYS (comma-separated) adds keys.",
+          }),
+        ),
         maxConcurrentRequests: Type.Integer({ minimum: 1, default: 1024, description: "Requests the server holds at once (tokenizing, queued, running); beyond it, 429 with Retry-After." }),
         shutdownTimeoutMs: Type.Integer({ minimum: 0, default: 30_000, description: "On SIGTERM, in-flight requests get this long to finish before they are cancelled." }),
         logLevel: Type.Union(
@@ -78,49 +82,19 @@ export const ConfigSchema = Type.Object(
           { default: "info" },
         ),
       },
-      { ...closed, default: {} },
+      SETTINGS_OBJECT,
     ),
     models: Type.Array(ModelConfigSchema, { minItems: 1, description: "The models this box serves, each on its own workers." }),
+    // Each part of the scheduler declares its own settings: the registry, the global and the local scheduler.
     scheduler: Type.Object(
       {
-        policy: Type.String({
-          default: "preble",
-          description: "Placement policy by name (env RADIXGATE_POLICY overrides): preble, shape, cache-aware, roundrobin, affinity, least-load.",
-        }),
-        windowMs: Type.Integer({ minimum: 1000, default: 180_000, description: "Load and statistics window H, ms (Preble: 3 minutes)." }),
-        sessionPinning: Type.Boolean({ default: true, description: "Stick requests with x-session-id (or `user`) to the worker that served the session." }),
-        sessionTtlMs: Type.Integer({ minimum: 1000, default: 1_800_000, description: "A session is forgotten after this long idle." }),
-        maxSessions: Type.Integer({ minimum: 1, default: 100_000, description: "Sessions remembered at most; a new one beyond it evicts the least recently seen." }),
-        sessionOverloadPerSlot: Type.Number({ exclusiveMinimum: 0, default: 2, description: "A session leaves its worker when it has this many requests in flight per slot." }),
-        maxQueuePerWorker: Type.Integer({ minimum: 0, default: 64, description: "Requests a worker may hold waiting beyond its slots; while a worker is down, the live workers of its model share its places. When every worker of a model is full, new requests get 429." }),
-        preble: Type.Object(
-          {
-            rebalanceRatio: Type.Number({ minimum: 1, default: 1.5, description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest." }),
-            historyPerWorker: Type.Integer({ minimum: 0, default: 50, description: "Placements per worker in the window before rebalancing starts." }),
-            hotTtftRatio: Type.Number({ minimum: 1, default: 2, description: "A prefix is hot when its TTFT in the second half of the window >= this x the first half." }),
-            hotMinSamples: Type.Integer({ minimum: 1, default: 3, description: "TTFT samples needed in each half before a prefix can be hot." }),
-          },
-          { ...closed, default: {} },
-        ),
-        local: Type.Object(
-          {
-            priorityGroups: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: "P: a worker's waiting requests split into this many groups by hit ratio (Preble: 10)." }),
-            quotaPerGroup: Type.Integer({ minimum: 1, maximum: 10_000, default: 10, description: "k: one pass admits up to (group + 1) x k requests of a group (Preble: 10)." }),
-            chunkTokens: Type.Integer({ minimum: 1, maximum: 1_048_576, default: 1024, description: "Prefill tokens per batch, shared by prefilling requests after every decoding one got its token (Preble: 1024)." }),
-            hitRatioWindowMs: Type.Integer({ minimum: 0, default: 180_000, description: "A spilled state counts toward a waiting request's hit ratio only if used within this window (slots always count)." }),
-          },
-          { ...closed, default: {} },
-        ),
-        cacheAware: Type.Object(
-          {
-            balanceAbsThreshold: Type.Number({ minimum: 0, default: 64, description: "SGLang: imbalance when max - min in-flight exceeds this..." }),
-            balanceRelThreshold: Type.Number({ minimum: 1, default: 1.5, description: "...and max > this x min." }),
-            cacheThreshold: Type.Number({ minimum: 0, maximum: 1, default: 0.3, description: "SGLang: route to the longest match when matched / input exceeds this." }),
-          },
-          { ...closed, default: {} },
-        ),
+        policy: PolicyNameSchema,
+        ...GlobalSchedulerSettingsSchema.properties,
+        preble: POLICY_SETTINGS_SCHEMAS.preble,
+        local: LocalSchedulerSettingsSchema,
+        cacheAware: POLICY_SETTINGS_SCHEMAS.cacheAware,
       },
-      { ...closed, default: {} },
+      SETTINGS_OBJECT,
     ),
     spill: Type.Object(
       {
@@ -129,24 +103,27 @@ export const ConfigSchema = Type.Object(
         recentMs: Type.Integer({ minimum: 0, default: 600_000, description: "Only slot content used within this many ms is saved." }),
         dir: Type.String({ default: "", description: "Folder for state files; empty = /dev/shm where it exists, else the OS temp folder." }),
       },
-      { ...closed, default: {} },
+      SETTINGS_OBJECT,
     ),
     prompt: Type.Object(
       {
         threads: Type.Integer({ minimum: 1, maximum: 64, default: 1, description: "Threads that render chat templates and tokenize, off the event loop." }),
       },
-      { ...closed, default: {} },
+      SETTINGS_OBJECT,
     ),
     generation: Type.Object(
       {
         defaultMaxTokens: Type.Integer({ minimum: 1, default: 256, description: "Completion tokens when a request sets no max_tokens." }),
         requestTimeoutMs: Type.Integer({ minimum: 0, default: 600_000, description: "A request still running after this long is cancelled and answered 504 (0 = no deadline)." }),
       },
-      { ...closed, default: {} },
+      SETTINGS_OBJECT,
     ),
   },
-  closed,
+  CLOSED,
 );
 
 export type Config = Static<typeof ConfigSchema>;
 export type ModelConfig = Static<typeof ModelConfigSchema>;
+
+/** Config paths a reload applies at once (the nodes marked live); any other change waits for a restart. */
+export const LIVE_KEYS: readonly string[] = liveKeys(ConfigSchema);

@@ -6,6 +6,13 @@
 // Pure: no I/O, the clock is injected, so the server, the unit tests and the simulator run
 // this same code.
 import type { TokenIds } from "../common/tokens.js";
+import { GLOBAL_SCHEDULER_DEFAULTS, type GlobalSchedulerSettings } from "./global-scheduler-settings.js";
+import { isAliveFor } from "./placement/alive.js";
+import { hasRoom } from "./placement/capacity.js";
+import type { FleetWorker } from "./placement/fleet-worker.js";
+import { NO_PLACEMENT, pinnedPlacement } from "./placement/pinned.js";
+import { policyPlacement } from "./placement/policy.js";
+import { Sessions } from "./placement/session.js";
 import { RadixTree } from "./radix/tree.js";
 import type { InFlightHandle, PrefixMatch } from "./radix/types.js";
 import { PlacementTicket, type FinishedRequest, type TicketBook } from "./ticket.js";
@@ -22,37 +29,12 @@ export interface SchedulerWorker {
   timeModel: TimeModel;
 }
 
-export interface SchedulerOptions {
+export interface SchedulerOptions extends GlobalSchedulerSettings {
   now: () => number;
-  /** Load and statistics window, ms (Preble's H: 180 000). */
-  windowMs: number;
-  /** Stick requests with a session id to the worker that served the session. */
-  sessionPinning: boolean;
-  /** A session is forgotten after this long without a request. */
-  sessionTtlMs: number;
-  /** Sessions remembered at most: a new one beyond it evicts the least recently seen. */
-  maxSessions: number;
-  /** A session's worker counts as overloaded (and is left) at this many requests in flight per slot. */
-  sessionOverloadPerSlot: number;
-  /** Requests a worker may hold waiting beyond its slots; a full worker is not a candidate.
-   *  A worker that is down lends its places to the live workers of its model. */
-  maxQueuePerWorker: number;
 }
 
-export const SCHEDULER_DEFAULTS: Omit<SchedulerOptions, "now"> = {
-  windowMs: 180_000,
-  sessionPinning: true,
-  sessionTtlMs: 30 * 60_000,
-  maxSessions: 100_000,
-  sessionOverloadPerSlot: 2,
-  maxQueuePerWorker: 64,
-};
-
-
-interface WorkerState {
+interface WorkerState extends FleetWorker {
   spec: SchedulerWorker;
-  alive: boolean;
-  inFlight: number;
   prefillWindow: WindowedSum;
   /** This worker as a candidate: one object, refreshed for every decision. */
   view: WorkerView;
@@ -103,9 +85,7 @@ class DecisionContext implements PlacementContext {
 export class GlobalScheduler {
   private readonly workers = new Map<string, WorkerState>();
   private readonly models = new Map<string, ModelState>();
-  /** Least recently seen first (a session is moved to the end each time it is seen): the
-   *  cap and the TTL both drop from the front, so keeping it bounded is O(1) amortized. */
-  private readonly sessions = new Map<string, { workerId: string; lastSeen: number }>();
+  private readonly sessions: Sessions;
   private readonly options: SchedulerOptions;
   /** What every ticket this scheduler issues reports to. */
   private readonly ticketBook: TicketBook = {
@@ -118,7 +98,8 @@ export class GlobalScheduler {
     private policyImpl: PlacementPolicy,
     options: Partial<SchedulerOptions> & { now: () => number },
   ) {
-    this.options = { ...SCHEDULER_DEFAULTS, ...options };
+    this.options = { ...GLOBAL_SCHEDULER_DEFAULTS, ...options };
+    this.sessions = new Sessions(this.options);
   }
 
   get policy(): PlacementPolicy {
@@ -161,9 +142,10 @@ export class GlobalScheduler {
   }
 
   /**
-   * Where the request goes, or undefined when no live worker serves its model. With
-   * `pinnedWorkerId` (an operator's override) the policy is skipped, but the placement is
-   * booked all the same, so the tree and the loads stay true.
+   * Where the request goes, or undefined when no live worker serves its model or all are
+   * full. The steps, in order: filters (alive, capacity), overrides (an operator's
+   * `pinnedWorkerId`, then the session), then the policy. Whatever decides, the placement
+   * is booked, so the tree and the loads stay true.
    */
   place(request: PlacementRequest, pinnedWorkerId?: string): PlacementTicket | undefined {
     const now = this.options.now();
@@ -172,23 +154,18 @@ export class GlobalScheduler {
     const match = model.tree.match(request.tokens);
     const candidates: WorkerView[] = [];
     for (const worker of this.workers.values()) {
-      if (!worker.alive || worker.spec.modelId !== request.modelId) continue;
-      // Back-pressure: a worker whose queue is full takes nothing more (the caller answers 429).
-      if (worker.inFlight >= this.admitLimit(worker)) continue;
+      if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, this.workers.values(), this.options.maxQueuePerWorker)) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight;
       view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
       candidates.push(view);
     }
     if (candidates.length === 0) return undefined;
-    if (pinnedWorkerId !== undefined) {
-      const pinned = candidates.find((worker) => worker.id === pinnedWorkerId);
-      return pinned && this.book(request, { workerId: pinned.id, reason: "pinned", matchedTokens: pinned.matchedTokens }, pinned.matchedTokens, model, match, now);
-    }
-    const placement = this.sessionPlacement(request, candidates, match.longest, now) ?? this.policyImpl.place(request, candidates, this.context(model, match, now));
+    const override = pinnedPlacement(candidates, pinnedWorkerId) ?? this.sessions.place(request, candidates, match.longest, now);
+    if (override === NO_PLACEMENT) return undefined;
+    const placement = override ?? policyPlacement(this.policyImpl, request, candidates, this.context(model, match, now));
     if (!placement) return undefined;
-    const chosen = candidates.find((worker) => worker.id === placement.workerId);
-    if (!chosen) throw new Error(`policy ${this.policyImpl.name} chose ${placement.workerId}, which is not a candidate`);
+    const chosen = candidates.find((worker) => worker.id === placement.workerId)!;
     return this.book(request, placement, chosen.matchedTokens, model, match, now);
   }
 
@@ -250,26 +227,9 @@ export class GlobalScheduler {
     for (const worker of this.workers.values()) {
       if (worker.spec.modelId !== modelId || !worker.alive || (workerId !== undefined && worker.spec.id !== workerId)) continue;
       alive++;
-      if (worker.inFlight < this.admitLimit(worker)) return false;
+      if (hasRoom(worker, this.workers.values(), this.options.maxQueuePerWorker)) return false;
     }
     return alive > 0;
-  }
-
-  /**
-   * Requests a live worker may hold, running and waiting. While other workers of its model
-   * are down (restarting), the live ones share their places: the model admits as many
-   * requests as with every worker up, and they wait longer instead of being refused.
-   */
-  private admitLimit(worker: WorkerState): number {
-    const places = (w: WorkerState) => w.spec.slots + this.options.maxQueuePerWorker;
-    let alive = 0;
-    let placesOfDown = 0;
-    for (const other of this.workers.values()) {
-      if (other.spec.modelId !== worker.spec.modelId) continue;
-      if (other.alive) alive++;
-      else placesOfDown += places(other);
-    }
-    return places(worker) + Math.ceil(placesOfDown / Math.max(1, alive));
   }
 
   /** Live view of every worker (for /health and metrics). */
@@ -337,15 +297,6 @@ export class GlobalScheduler {
     return context;
   }
 
-  private sessionPlacement(request: PlacementRequest, candidates: readonly WorkerView[], matched: number, now: number): Placement | undefined {
-    if (!this.options.sessionPinning || request.sessionId === undefined) return undefined;
-    const session = this.sessions.get(request.sessionId);
-    if (!session || now - session.lastSeen > this.options.sessionTtlMs) return undefined;
-    const worker = candidates.find((candidate) => candidate.id === session.workerId);
-    if (!worker || worker.inFlight >= this.options.sessionOverloadPerSlot * worker.slots) return undefined;
-    return { workerId: worker.id, reason: "session", matchedTokens: matched };
-  }
-
   private book(request: PlacementRequest, placement: Placement, held: number, model: ModelState, match: PrefixMatch, now: number): PlacementTicket {
     const worker = this.workers.get(placement.workerId)!;
     worker.inFlight++;
@@ -356,26 +307,7 @@ export class GlobalScheduler {
     // resumed from the match (nothing changed the tree since it was taken).
     const inFlight = model.tree.placeOn(worker.spec.id, request.tokens, match);
     worker.unreported.set(request.tokens, inFlight);
-    if (request.sessionId !== undefined && this.options.sessionPinning) this.seeSession(request.sessionId, worker.spec.id, now);
+    this.sessions.served(request, worker.spec.id, now);
     return new PlacementTicket(this.ticketBook, request, placement, worker.spec.id, now, inFlight);
-  }
-
-  /** The session was just served by the worker: it moves to the back of the map; from the
-   *  front, sessions beyond the cap or idle past the TTL go (stops at the first one kept). */
-  private seeSession(sessionId: string, workerId: string, now: number): void {
-    const sessions = this.sessions;
-    const session = sessions.get(sessionId);
-    if (session) {
-      sessions.delete(sessionId);
-      session.workerId = workerId;
-      session.lastSeen = now;
-      sessions.set(sessionId, session);
-    } else {
-      sessions.set(sessionId, { workerId, lastSeen: now });
-    }
-    for (const [id, oldest] of sessions) {
-      if (sessions.size <= this.options.maxSessions && now - oldest.lastSeen <= this.options.sessionTtlMs) break;
-      sessions.delete(id);
-    }
   }
 }

@@ -22,13 +22,13 @@
 //
 // Pure: no llama.cpp, an injected clock; the worker thread feeds it the slots' tokens.
 import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
+import type { LocalSchedulerSettings } from "./local-scheduler-settings.js";
 
-export interface LocalSchedulerOptions {
+/** What admission reads of the settings: P and k. */
+type GroupSettings = Pick<LocalSchedulerSettings, "priorityGroups" | "quotaPerGroup">;
+
+export interface LocalSchedulerOptions extends GroupSettings {
   slots: number;
-  /** P: priority groups by hit ratio. Preble: 10. */
-  priorityGroups: number;
-  /** k: a pass admits up to (group + 1) x k requests of a group. Preble: 10. */
-  quotaPerGroup: number;
   now?: () => number;
 }
 
@@ -84,16 +84,11 @@ export class LocalScheduler {
   }
 
   /** Hot reload: new P and k; the round-robin starts a fresh pass from the highest group. */
-  configure(groups: Pick<LocalSchedulerOptions, "priorityGroups" | "quotaPerGroup">): void {
+  configure(groups: GroupSettings): void {
     this.options = { ...this.options, ...groups };
     this.admittedInPass = new Array<number>(groups.priorityGroups).fill(0);
     this.currentGroup = groups.priorityGroups - 1;
     this.dispatch();
-  }
-
-  /** The settings in effect. */
-  get settings(): Readonly<LocalSchedulerOptions> {
-    return this.options;
   }
 
   /** When the slot last finished a request (-Infinity if never). */

@@ -1,15 +1,12 @@
 // Live configuration: on SIGHUP or when config.yml changes, the file is read and validated
 // again. An invalid file changes nothing (the old config keeps running, and the reason is
-// logged). A valid one applies at once what can change under running requests:
-//   scheduler.policy, scheduler.preble.*, scheduler.cacheAware.*  -> a new policy object
-//   scheduler.local.*                                              -> every worker, next admission
-//   server.apiKeys                                                 -> the next request
-// Everything else (models, workers, server address, spill, prompt, generation, windows and
-// sessions) needs a restart: those keys are named in the log, and keep their old values.
+// logged). A valid one applies at once what can change under running requests: the keys
+// marked live in the config schema (LIVE_KEYS). Everything else needs a restart: those keys
+// are named in the log, and keep their old values.
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname } from "node:path";
 import { loadConfigFile } from "../config/load-config.js";
-import type { Config } from "../config/schema.js";
+import { LIVE_KEYS, type Config } from "../config/schema.js";
 
 export interface ReloadTargets {
   /** Applies the live part of `next`; called only with a valid config. */
@@ -23,9 +20,6 @@ export interface ReloadResult {
   /** Keys whose new value waits for a restart. */
   restartNeeded: string[];
 }
-
-/** Config paths that change live; the rest needs a restart. */
-const LIVE_KEYS = ["scheduler.policy", "scheduler.preble", "scheduler.cacheAware", "scheduler.local", "server.apiKeys"];
 
 export class ConfigReloader {
   private watcher: FSWatcher | undefined;
@@ -107,10 +101,17 @@ export function changedPaths(a: unknown, b: unknown, prefix = ""): string[] {
   return JSON.stringify(a) === JSON.stringify(b) ? [] : [prefix];
 }
 
+type Tree = Record<string, unknown>;
+
+/** `previous` with the live keys' values taken from `next`. */
 function keepRestartKeys(next: Config, previous: Config): Config {
-  return {
-    ...previous,
-    server: { ...previous.server, apiKeys: next.server.apiKeys },
-    scheduler: { ...previous.scheduler, policy: next.scheduler.policy, preble: next.scheduler.preble, cacheAware: next.scheduler.cacheAware, local: next.scheduler.local },
-  };
+  let kept = previous as Tree;
+  for (const live of LIVE_KEYS) kept = withValueAt(kept, live.split("."), next as Tree);
+  return kept as Config;
+}
+
+/** A copy of `target` holding `source`'s value at `path`; only the objects on the path are copied. */
+function withValueAt(target: Tree, [key, ...rest]: string[], source: Tree): Tree {
+  const value = rest.length === 0 ? source[key!] : withValueAt(target[key!] as Tree, rest, source[key!] as Tree);
+  return { ...target, [key!]: value };
 }

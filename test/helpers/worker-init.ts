@@ -1,5 +1,6 @@
 // A WorkerInit for engine tests: one thread, a small context, spilling on.
 import type { WorkerInit } from "../../src/engine/wire/protocol.js";
+import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
 
 export function workerInit(modelPath: string, overrides: Partial<WorkerInit> = {}): WorkerInit {
   return {
@@ -11,7 +12,7 @@ export function workerInit(modelPath: string, overrides: Partial<WorkerInit> = {
     batchSize: 256,
     threads: 1,
     gpu: false,
-    local: { priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024, hitRatioWindowMs: 180_000 },
+    local: { ...LOCAL_SCHEDULER_DEFAULTS },
     spill: { budgetBytes: 64 * 1024 * 1024, minTokens: 16, recentMs: 600_000, dir: "" },
     ...overrides,
   };

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfigFile, parseConfig, resolveConfigPath } from "../../src/config/load-config.js";
+import { LIVE_KEYS } from "../../src/config/schema.js";
 
 const run = promisify(execFile);
 const minimal = { models: [{ id: "m", source: "preset:tiny" }] };
@@ -53,6 +54,10 @@ describe("parseConfig", () => {
   it("refuses a config without models and a repeated model id", () => {
     expect(() => parseConfig({})).toThrow(/models: expected required property/);
     expect(() => parseConfig({ models: [minimal.models[0], minimal.models[0]] })).toThrow(/id "m" is used twice/);
+  });
+
+  it("reloads live exactly the policy, its settings, the local scheduler and the API keys", () => {
+    expect([...LIVE_KEYS].sort()).toEqual(["scheduler.cacheAware", "scheduler.local", "scheduler.policy", "scheduler.preble", "server.apiKeys"]);
   });
 
   it("lets PORT, HOST and RADIXGATE_POLICY override the file", () => {

@@ -1,13 +1,14 @@
 // The per-worker local scheduler with synthetic requests: slot choice, LRU, priority groups.
 import { describe, expect, it } from "vitest";
 import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
+import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
 import { evaluationPriorityOf, shareBatch } from "../../src/scheduler/batch-priority.js";
 
 function local(contents: number[][], options: { priorityGroups?: number; quotaPerGroup?: number; clock?: { now: number }; spilled?: number[] } = {}) {
   const clock = options.clock ?? { now: 0 };
   const spilled = options.spilled;
   const scheduler = new LocalScheduler(
-    { slots: contents.length, priorityGroups: options.priorityGroups ?? 10, quotaPerGroup: options.quotaPerGroup ?? 10, now: () => clock.now },
+    { slots: contents.length, priorityGroups: options.priorityGroups ?? LOCAL_SCHEDULER_DEFAULTS.priorityGroups, quotaPerGroup: options.quotaPerGroup ?? LOCAL_SCHEDULER_DEFAULTS.quotaPerGroup, now: () => clock.now },
     {
       tokensOfSlot: (slot) => contents[slot] ?? [],
       ...(spilled ? { spilledPrefix: (tokens: readonly number[]) => (tokens.slice(0, spilled.length).every((t, i) => t === spilled[i]) ? spilled.length : 0) } : {}),

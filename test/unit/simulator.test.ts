@@ -9,6 +9,7 @@ import { simulate, type SimOptions, type WorkerSpec } from "../../bench/sim/simu
 import { atLoad, buildWorkload } from "../../bench/sim/workloads.js";
 import type { WorkloadRequest } from "../../bench/workloads/tokens.js";
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
+import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
 import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 
 /** A linear card: prefill 1 ms per evaluated token, nothing fixed; a decode step 10 ms whatever the batch. */
@@ -23,7 +24,7 @@ const LINEAR: TimeModelCoefficients = {
   copyPerToken: 0,
 };
 
-const TINY: WorkerSpec = { timeModel: LINEAR, slots: 2, capacityTokens: 100_000, batchTokens: 10_000, chunkTokens: 1000, priorityGroups: 10, quotaPerGroup: 10 };
+const TINY: WorkerSpec = { timeModel: LINEAR, slots: 2, capacityTokens: 100_000, batchTokens: 10_000, chunkTokens: 1000, priorityGroups: LOCAL_SCHEDULER_DEFAULTS.priorityGroups, quotaPerGroup: LOCAL_SCHEDULER_DEFAULTS.quotaPerGroup };
 
 function ids(seed: number, length: number): number[] {
   return Array.from({ length }, (_, i) => 1 + ((seed * 7919 + i * 104_729) % 30_000));

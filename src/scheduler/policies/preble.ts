@@ -14,39 +14,38 @@
 //   M  eviction: the entries LRU would push out of w to fit this request, each priced as
 //      its future recompute = its requests in the window x its prefill time;
 //   P  this request's new prefill on w: prefill of (n - what w holds) at context n.
-// Load rebalancing: once there is enough history (Preble: 50 x workers placements in the
-// window), an exploit whose worker's load L is >= rebalanceRatio (1.5) x the lightest
+// Load rebalancing: once there is enough history (historyPerWorker x workers placements in the
+// window), an exploit whose worker's load L is >= rebalanceRatio x the lightest
 // candidate's goes to the cheapest worker instead ("rebalance").
 // Hot prefixes: the TTFT of requests sharing a cached prefix is kept per prefix node (per
 // model: node ids are per tree), dropped when the node leaves the tree or when its newest
 // sample falls out of the window, so it never outgrows the tree nor the window; when
-// its mean in the second half of the window is >= hotTtftRatio (2) x the first half's,
+// its mean in the second half of the window is >= hotTtftRatio x the first half's,
 // the prefix is hot: its next request goes to the cheapest worker that does NOT hold it
 // ("replicate"), and when copying its KV is predicted cheaper than recomputing it there,
 // the decision carries a copy action from a holder to that worker.
+import { Type, type Static } from "@sinclair/typebox";
+import { SETTINGS_OBJECT } from "../../common/settings-schema.js";
 import type { TimeModel } from "../time-model.js";
 import type { CopyAction, Placement, PlacementContext, PlacementPolicy, PlacementRequest, RequestOutcome, WorkerView } from "../types.js";
 
-export interface PrebleOptions {
-  /** Exploit is overridden when the holder's load >= this x the lightest load. Preble: 1.5. */
-  rebalanceRatio: number;
-  /** Placements per worker in the window before rebalancing starts. Preble: 50. */
-  historyPerWorker: number;
-  /** Second-half mean TTFT >= this x first-half mean marks a prefix hot. Preble: 2. */
-  hotTtftRatio: number;
-  /** TTFT samples needed in each half of the window before a prefix can be called hot. */
-  hotMinSamples: number;
-  /** The window H, ms. Preble: 180 000. */
+/** scheduler.preble in config.yml. */
+export const PrebleSettingsSchema = Type.Object(
+  {
+    rebalanceRatio: Type.Number({ minimum: 1, default: 1.5, description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest." }),
+    historyPerWorker: Type.Integer({ minimum: 0, default: 50, description: "Placements per worker in the window before rebalancing starts." }),
+    hotTtftRatio: Type.Number({ minimum: 1, default: 2, description: "A prefix is hot when its TTFT in the second half of the window >= this x the first half." }),
+    hotMinSamples: Type.Integer({ minimum: 1, default: 3, description: "TTFT samples needed in each half before a prefix can be hot." }),
+  },
+  SETTINGS_OBJECT,
+);
+
+export type PrebleSettings = Static<typeof PrebleSettingsSchema>;
+
+export interface PrebleOptions extends PrebleSettings {
+  /** The window H, ms: the global scheduler's windowMs. */
   windowMs: number;
 }
-
-export const PREBLE_DEFAULTS: PrebleOptions = {
-  rebalanceRatio: 1.5,
-  historyPerWorker: 50,
-  hotTtftRatio: 2,
-  hotMinSamples: 3,
-  windowMs: 180_000,
-};
 
 /**
  * The TTFT samples of one prefix, oldest first (by time; a sample that arrives out of order
@@ -164,7 +163,7 @@ export class PreblePolicy implements PlacementPolicy {
   private readonly ttftByPrefix = new Map<string, Map<number, TtftHistory>>();
   private readonly scratch = new Scratch();
 
-  constructor(private readonly options: PrebleOptions = PREBLE_DEFAULTS) {}
+  constructor(private readonly options: PrebleOptions) {}
 
   place(request: PlacementRequest, candidates: readonly WorkerView[], context: PlacementContext): Placement | undefined {
     const count = candidates.length;

@@ -2,6 +2,7 @@
 // prompt prefix in its KV cache, and the per-prefix history the cost model prices. Its
 // parts are in this folder; how they work together: docs/scheduler-tree.md.
 import type { TokenIds } from "../../common/tokens.js";
+import { GLOBAL_SCHEDULER_DEFAULTS } from "../global-scheduler-settings.js";
 import { BucketWindow } from "../windowed-sum.js";
 import { InFlight } from "./in-flight.js";
 import { Holder, NO_PROTECTION, type RadixNode, type WindowClock } from "./node.js";
@@ -33,7 +34,7 @@ export class RadixTree {
   readonly windowMs: number;
 
   constructor(options: RadixTreeOptions) {
-    const windowMs = options.windowMs ?? 180_000;
+    const windowMs = options.windowMs ?? GLOBAL_SCHEDULER_DEFAULTS.windowMs;
     const buckets = options.windowBuckets ?? 12;
     if (!(windowMs > 0) || !Number.isFinite(windowMs)) throw new RangeError(`windowMs must be a positive number, got ${windowMs}`);
     if (!Number.isInteger(buckets) || buckets < 1) throw new RangeError(`windowBuckets must be a positive integer, got ${buckets}`);

@@ -8,7 +8,7 @@ export type WorkerId = string;
 export interface RadixTreeOptions {
   /** Injected clock, in milliseconds. */
   now: () => number;
-  /** Sliding window of the per-node request statistics (Preble's H). Default 180 000. */
+  /** Sliding window of the per-node request statistics (Preble's H). Default: scheduler.windowMs's default. */
   windowMs?: number;
   /** Buckets in that window. Default 12 (15 s each with the default window). */
   windowBuckets?: number;
