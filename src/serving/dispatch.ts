@@ -1,0 +1,137 @@
+// Runs a prepared request on a worker: placed through the scheduler, its life reported on
+// the PlacementTicket (started in a slot, finished, or lost with its worker), placed once
+// more when its worker dies before any of the answer reached the client.
+import type { GenerationResult } from "../contract/generation.js";
+import { WorkerDiedError } from "../engine/host/runners.js";
+import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
+import type { CopyAction } from "../scheduler/types.js";
+import { placeOrRefuse } from "./admission.js";
+import type { ChatHooks, ChatOutcome, CompletionJob } from "./completion-job.js";
+import type { ServingError } from "./errors.js";
+import type { Fleet } from "./fleet.js";
+import type { ServingObserver } from "./observer.js";
+import type { PreparedPrompt } from "./prompt-input.js";
+import { clientErrorOf } from "./worker-failure.js";
+
+/** Placements again of one request after its worker died. */
+const MAX_FAILOVERS = 1;
+
+export interface DispatchDeps {
+  fleet: Fleet;
+  scheduler: GlobalScheduler;
+  observer: ServingObserver;
+  now: () => number;
+}
+
+export class Dispatcher {
+  /** Requests placed again after their worker died before starting them. */
+  failovers = 0;
+
+  constructor(private readonly deps: DispatchDeps) {}
+
+  /**
+   * A worker that dies before any of the answer reached the client (queued, in prefill, or
+   * generating a non-streamed answer) costs the client nothing: the request is placed again
+   * on a live worker, streams included (they had sent headers at most). A stream that had
+   * sent a token is never retried: the client holds part of the answer.
+   */
+  async run(job: CompletionJob, prompt: PreparedPrompt, hooks: ChatHooks): Promise<ChatOutcome> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.runOnce(job, prompt, hooks);
+      } catch (error) {
+        // Once only: a request that itself brings its worker down (a native crash on some
+        // input) takes at most two workers with it, never every one in turn.
+        const canRetry = error instanceof NotStartedError && job.pinnedWorkerId === undefined && attempt < MAX_FAILOVERS;
+        if (!canRetry) throw error instanceof NotStartedError ? error.cause : error;
+        this.failovers++;
+        this.deps.observer.failover?.(error.workerId);
+      }
+    }
+  }
+
+  private async runOnce(job: CompletionJob, { tokens, maxTokens, request }: PreparedPrompt, hooks: ChatHooks): Promise<ChatOutcome> {
+    const { fleet, scheduler, observer, now } = this.deps;
+    const ticket = placeOrRefuse(scheduler, fleet, request, job.pinnedWorkerId);
+    observer.placed?.(ticket.placement, scheduler.policy.name);
+    const worker = fleet.get(ticket.workerId)!;
+    const placedAt = now();
+    // Hot-prefix replication: the policy judged copying the prefix's KV cheaper than
+    // recomputing it on the new worker, so the copy runs first and the request then finds it.
+    for (const copy of ticket.placement.copies ?? []) await this.copyPrefix(copy);
+    let ttftMs: number | undefined;
+    let delivered = false;
+    let cachedTokens = 0;
+    let result: GenerationResult | undefined;
+    try {
+      result = await worker.engine.generate(
+        job.requestId,
+        tokens,
+        { ...job.sampling, maxTokens },
+        {
+          signal: job.signal,
+          onStarted: (event) => {
+            cachedTokens = event.cachedTokens;
+            // The worker's report: this slot now holds the prompt. The tree follows it exactly.
+            ticket.started(event.slot);
+            hooks.onStarted?.({ workerId: ticket.workerId, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
+          },
+          onText: (text) => {
+            ttftMs ??= now() - placedAt;
+            if (job.streamed) delivered = true;
+            hooks.onText?.(text);
+          },
+        },
+      );
+      if (result.restoreFailed !== undefined) observer.restoreFailed?.(ticket.workerId, job.requestId, result.restoreFailed);
+      return { ...result, workerId: ticket.workerId, placement: ticket.placement };
+    } catch (error) {
+      const failed = clientErrorOf(error, ticket.workerId, job);
+      if (!(error instanceof WorkerDiedError)) throw failed;
+      // Demote at once, not at the next report: the fleet restarts it and says when it is back.
+      ticket.workerDied();
+      throw delivered ? failed : new NotStartedError(failed, ticket.workerId);
+    } finally {
+      ticket.finished({
+        ok: result !== undefined && result.finishReason !== "cancelled",
+        promptTokens: tokens.length,
+        cachedTokens,
+        completionTokens: result?.completionTokens ?? 0,
+        ttftMs: ttftMs ?? now() - placedAt,
+        // A request that failed in its prefill holds what it had cached at most.
+        heldPromptTokens: result?.heldPromptTokens ?? cachedTokens,
+        ...(result ? { prefillMs: result.prefillMs, decodeMsPerToken: decodeMsPerToken(result) } : {}),
+      });
+    }
+  }
+
+  /** Executes a copy action; a failed copy only costs the recompute it meant to save. */
+  private async copyPrefix(copy: CopyAction): Promise<void> {
+    const from = this.deps.fleet.get(copy.fromWorkerId);
+    const to = this.deps.fleet.get(copy.toWorkerId);
+    if (!from || !to) return;
+    try {
+      const exported = await from.engine.exportPrefix(copy.tokens);
+      if (exported) await to.engine.importState(exported.file);
+      this.deps.observer.copied?.(copy, exported !== null);
+    } catch (error) {
+      this.deps.observer.copied?.(copy, false, (error as Error).message);
+    }
+  }
+}
+
+/** A request whose worker died before any of its answer reached the client: safe to place again. */
+class NotStartedError extends Error {
+  constructor(
+    override readonly cause: ServingError,
+    readonly workerId: string,
+  ) {
+    super(cause.message);
+  }
+}
+
+/** Decode speed of a finished generation: the time after the first token over the tokens after it. */
+function decodeMsPerToken(result: GenerationResult): number | undefined {
+  if (result.completionTokens < 2) return undefined;
+  return (result.totalMs - result.queueMs - result.prefillMs) / (result.completionTokens - 1);
+}
