@@ -20,10 +20,3 @@ export interface SamplingParams {
 
 /** `json_object`: any JSON object. `json_schema`: JSON matching the schema (node-llama-cpp's subset). */
 export type ResponseFormat = { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
-
-/**
- * A generation whose response format the worker cannot turn into a grammar is rejected with
- * an error whose message starts with this, then node-llama-cpp's reason: the host answers 400.
- * (Only an error's message crosses a thread or process boundary intact.)
- */
-export const RESPONSE_FORMAT_ERROR = "response_format refused by the worker: ";

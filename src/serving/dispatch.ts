@@ -2,7 +2,7 @@
 // the PlacementTicket (started in a slot, finished, or lost with its worker), placed once
 // more when its worker dies before any of the answer reached the client.
 import type { GenerationResult } from "../contract/generation.js";
-import { WorkerDiedError } from "../engine/host/runners.js";
+import { WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { CopyAction } from "../scheduler/types.js";
 import { placeOrRefuse } from "./admission.js";

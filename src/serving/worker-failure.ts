@@ -1,6 +1,6 @@
-// A worker's failure on a request, as the error its client gets.
-import { RESPONSE_FORMAT_ERROR } from "../contract/sampling.js";
-import { WorkerDiedError } from "../engine/host/runners.js";
+// A worker's failure on a request, as the error its client gets. The engine hands over
+// typed errors (engine/host/worker-errors.ts), so the mapping is by class, never by text.
+import { ResponseFormatError, WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { CompletionJob } from "./completion-job.js";
 import { ServingError } from "./errors.js";
 
@@ -11,11 +11,10 @@ export function clientErrorOf(error: unknown, workerId: string, job: Pick<Comple
       `Worker ${workerId} stopped while generating this request (request ${job.requestId}: ${error.message}); it is being restarted. Retry the request.`,
     );
   }
-  const message = (error as Error).message ?? "";
-  if (message.startsWith(RESPONSE_FORMAT_ERROR)) {
-    // The worker could not build the grammar (node-llama-cpp's reason follows the marker).
+  if (error instanceof ResponseFormatError) {
+    // The client's schema is at fault, though only the worker's grammar builder could tell.
     const param = job.sampling.responseFormat?.type === "json_schema" ? "response_format.json_schema.schema" : "response_format";
-    return new ServingError("invalid_request", `\`${param}\` cannot be turned into a grammar: ${message.slice(RESPONSE_FORMAT_ERROR.length)}`, param);
+    return new ServingError("invalid_request", `\`${param}\` cannot be turned into a grammar: ${error.message}`, param);
   }
   return new ServingError("worker_failed", `Worker ${workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
 }

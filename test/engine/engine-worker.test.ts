@@ -1,6 +1,7 @@
 // The worker and prompt threads against real llama.cpp on the tiny model.
 import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ResponseFormatError, WorkerDiedError } from "../../src/engine/host/worker-errors.js";
 import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { ensureModel } from "../../src/presets/make-model.js";
@@ -119,5 +120,35 @@ describe("slot reuse and LRU eviction, as the global tree sees it", () => {
     expect(tree.match(a).perWorker.get("w0") ?? 0).toBeLessThan(10); // A's content left the worker's view
     expect(tree.match(b).perWorker.get("w0")).toBe(b.length);
     expect(tree.match(c).perWorker.get("w0")).toBe(c.length);
+  });
+});
+
+// A thrown error loses its class crossing a thread or process boundary: the host must still
+// tell a death and a refused response format from any other failure.
+describe("a worker's failures reach the host as typed errors", () => {
+  it("a response format the worker cannot build a grammar for is a ResponseFormatError with node-llama-cpp's reason", async () => {
+    const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: "json" }] });
+    const refused = worker.generate("rf", tokens, { ...greedy, maxTokens: 4, responseFormat: { type: "json_schema", schema: { enum: [{ a: 1 }] } } });
+    await expect(refused).rejects.toBeInstanceOf(ResponseFormatError);
+    await expect(refused).rejects.toThrow(/^Unrecognized literal type: object/);
+  });
+
+  it.each(["thread", "process"] as const)("a crash in a %s worker fails its running generation with a WorkerDiedError naming the crash", async (isolation) => {
+    const doomed = new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: `doomed-${isolation}` }), { isolation });
+    try {
+      await doomed.start();
+      const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: "a long answer please" }] });
+      let firstText!: () => void;
+      const generating = new Promise<void>((resolve) => (firstText = resolve));
+      const running = doomed.generate("doomed", tokens, { ...greedy, maxTokens: 900 }, { onText: () => firstText() });
+      running.catch(() => undefined);
+      await generating;
+      await doomed.crash();
+      await expect(running).rejects.toBeInstanceOf(WorkerDiedError);
+      await expect(running).rejects.toThrow(/crash injected by the host/);
+      await expect(doomed.died).resolves.toBeTypeOf("string");
+    } finally {
+      await doomed.close().catch(() => undefined);
+    }
   });
 });

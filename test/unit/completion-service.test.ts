@@ -9,7 +9,7 @@ import type { SamplingParams } from "../../src/contract/sampling.js";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
-import { WorkerDiedError } from "../../src/engine/host/runners.js";
+import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../../src/engine/host/worker-errors.js";
 import { CompletionService, type ChatHooks } from "../../src/serving/completion-service.js";
 import type { Fleet } from "../../src/serving/fleet.js";
 
@@ -17,17 +17,17 @@ const MODEL = "m";
 const PROMPT = Array.from({ length: 200 }, (_, i) => 10 + i);
 
 /** A worker that starts the request in slot 0 (30 tokens already cached there), then does `finish`. */
-function standInWorker(finish: (tokens: readonly number[]) => GenerationResult) {
+function standInWorker(finish: (tokens: readonly number[], hooks: GenerateHooks) => GenerationResult) {
   return {
     async generate(_requestId: string, tokens: readonly number[], _sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
       hooks.onStarted?.({ type: "started", slot: 0, cachedTokens: 30, queueMs: 0, restoredTokens: 0 });
       await Promise.resolve();
-      return finish(tokens);
+      return finish(tokens, hooks);
     },
   };
 }
 
-function service(...finishes: ((tokens: readonly number[]) => GenerationResult)[]) {
+function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks) => GenerationResult)[]) {
   const scheduler = new GlobalScheduler(createPolicy("roundrobin"), { now: () => 0 });
   const workers = finishes.map((finish, i) => {
     scheduler.addWorker({
@@ -47,8 +47,11 @@ function service(...finishes: ((tokens: readonly number[]) => GenerationResult)[
   } as unknown as Fleet;
   const preparer = { vocab: async () => ({ size: 1000, bos: null, longestTokenBytes: 8 }) } as unknown as PromptPreparer;
   const completions = new CompletionService({ fleet, preparer, scheduler, limits: { defaultMaxTokens: 8, requestTimeoutMs: 0, maxConcurrentRequests: 10 } });
-  const run = (hooks: ChatHooks = {}) =>
-    completions.complete({ requestId: "r1", modelId: MODEL, prompt: { kind: "tokens", tokens: PROMPT, param: "prompt" }, sampling: { temperature: 0, stop: [] }, streamed: true }, hooks);
+  const run = (hooks: ChatHooks = {}, sampling: SamplingParams["responseFormat"] = undefined) =>
+    completions.complete(
+      { requestId: "r1", modelId: MODEL, prompt: { kind: "tokens", tokens: PROMPT, param: "prompt" }, sampling: { temperature: 0, stop: [], ...(sampling ? { responseFormat: sampling } : {}) }, streamed: true },
+      hooks,
+    );
   // What the tree believes w0 holds (its slots and nothing in flight once the request ended).
   const held = () => scheduler.views().find((worker) => worker.id === "w0")!.cachedTokens;
   return { run, held };
@@ -108,5 +111,43 @@ describe("a request whose worker dies after starting it, before its first token"
     expect(outcome.workerId).toBe("w1");
     // A stream's headers went out at the first start: a second would write them again.
     expect(starts).toEqual(["w0"]);
+  });
+});
+
+describe("a worker's failure, as the client's error (by the error's type)", () => {
+  it("is a 400 naming the schema when the worker could not build the response format's grammar", async () => {
+    const { run } = service(() => {
+      throw new ResponseFormatError("Unrecognized literal type: object");
+    });
+    await expect(run({}, { type: "json_schema", schema: { enum: [{ a: 1 }] } })).rejects.toMatchObject({
+      code: "invalid_request",
+      status: 400,
+      param: "response_format.json_schema.schema",
+      message: "`response_format.json_schema.schema` cannot be turned into a grammar: Unrecognized literal type: object",
+    });
+  });
+
+  it("is a 500 naming the worker and the request for any other failure, and the request is not placed again", async () => {
+    const { run } = service(
+      () => {
+        throw new WorkerTaskError("sampler failed");
+      },
+      () => result({}),
+    );
+    await expect(run()).rejects.toMatchObject({ code: "worker_failed", message: "Worker w0 failed while generating (request r1): sampler failed" });
+  });
+
+  it("is a 500 naming the death, not placed again, when the worker died after part of a stream reached the client", async () => {
+    const { run } = service(
+      (_tokens, hooks) => {
+        hooks.onText?.("partial");
+        throw new WorkerDiedError("worker process killed by SIGKILL");
+      },
+      () => result({}),
+    );
+    await expect(run()).rejects.toMatchObject({
+      code: "worker_failed",
+      message: "Worker w0 stopped while generating this request (request r1: worker process killed by SIGKILL); it is being restarted. Retry the request.",
+    });
   });
 });

@@ -5,18 +5,10 @@ import { fork, type ChildProcess } from "node:child_process";
 import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
 import type { ChildToHost, HostToChild } from "../wire/process-protocol.js";
-import { WORKER_DIED, type GenerateTask, type GenerationControl, type GenerationEvent, type WorkerInit, type WorkerTask } from "../wire/protocol.js";
+import type { GenerateTask, GenerationControl, GenerationEvent, WorkerInit, WorkerTask } from "../wire/protocol.js";
+import type { TaskOutcome } from "../wire/task-outcome.js";
 import { processEntry, threadEntry } from "./entry.js";
-
-export class WorkerDiedError extends Error {
-  override name = "WorkerDiedError";
-}
-
-/** A task's error that says its worker died (the fatal path's WORKER_DIED), as a WorkerDiedError. */
-function deathOf(error: unknown): WorkerDiedError | undefined {
-  const message = (error as Error | undefined)?.message;
-  return typeof message === "string" && message.startsWith(WORKER_DIED) ? new WorkerDiedError(message.slice(WORKER_DIED.length)) : undefined;
-}
+import { taskValue, WorkerDiedError } from "./worker-errors.js";
 
 export interface GenerationChannel {
   result: Promise<unknown>;
@@ -38,7 +30,7 @@ export interface WorkerRunner {
 
 /**
  * A piscina pool of exactly one thread that holds the model. The thread dies through its
- * fatal path (worker/task-handler.ts): its tasks fail with WORKER_DIED, then it exits. The
+ * fatal path (worker/task-handler.ts): its tasks fail as `worker_died`, then it exits. The
  * first sign of either marks the runner dead; it takes no task after that (piscina would
  * start a bare thread in its place, which must never see one: the host starts a new runner).
  */
@@ -79,7 +71,7 @@ export class ThreadRunner implements WorkerRunner {
 
   run(task: Exclude<WorkerTask, GenerateTask>): Promise<unknown> {
     if (this.deathReason !== undefined) return Promise.reject(new WorkerDiedError(this.deathReason));
-    return this.pool.run(task).catch((error: unknown) => this.rethrow(error));
+    return this.settle(this.pool.run(task));
   }
 
   generate(task: Omit<GenerateTask, "port">, onEvent: (event: GenerationEvent) => void): GenerationChannel {
@@ -88,7 +80,7 @@ export class ThreadRunner implements WorkerRunner {
     const result =
       this.deathReason !== undefined
         ? Promise.reject(new WorkerDiedError(this.deathReason))
-        : this.pool.run({ ...task, port: worker } satisfies GenerateTask, { transferList: [worker] }).catch((error: unknown) => this.rethrow(error));
+        : this.settle(this.pool.run({ ...task, port: worker } satisfies GenerateTask, { transferList: [worker] }));
     return { result, control: (message) => host.postMessage(message), close: () => host.close() };
   }
 
@@ -97,15 +89,16 @@ export class ThreadRunner implements WorkerRunner {
     return this.pool.destroy();
   }
 
-  /** A task failed: as the worker's death when it says so, or when the thread is gone. */
-  private rethrow(error: unknown): never {
-    const death = deathOf(error);
-    if (death) {
-      this.markDead(death.message);
-      throw death;
+  /** A task's value or typed error; a death it reports marks the runner dead. */
+  private async settle(task: Promise<TaskOutcome>): Promise<unknown> {
+    try {
+      return taskValue(await task);
+    } catch (error) {
+      if (error instanceof WorkerDiedError) this.markDead(error.message);
+      // piscina failed the task itself: once the thread is dead, that is the death.
+      else if (this.deathReason !== undefined) throw new WorkerDiedError(this.deathReason);
+      throw error;
     }
-    if (this.deathReason !== undefined) throw new WorkerDiedError(this.deathReason);
-    throw error;
   }
 }
 
@@ -113,7 +106,7 @@ export class ThreadRunner implements WorkerRunner {
 export class ProcessRunner implements WorkerRunner {
   private readonly child: ChildProcess;
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private readonly pending = new Map<number, { resolve: (outcome: TaskOutcome) => void; reject: (error: Error) => void }>();
   private readonly ports = new Map<number, (event: GenerationEvent) => void>();
   private closing = false;
   readonly died: Promise<string>;
@@ -143,13 +136,13 @@ export class ProcessRunner implements WorkerRunner {
   }
 
   run(task: Exclude<WorkerTask, GenerateTask>): Promise<unknown> {
-    return this.request(task);
+    return this.request(task).then(taskValue);
   }
 
   generate(task: Omit<GenerateTask, "port">, onEvent: (event: GenerationEvent) => void): GenerationChannel {
     const portId = this.nextId++;
     this.ports.set(portId, onEvent);
-    const result = this.request(task, portId);
+    const result = this.request(task, portId).then(taskValue);
     return {
       result,
       control: (message) => this.send({ type: "port", portId, message }),
@@ -165,7 +158,7 @@ export class ProcessRunner implements WorkerRunner {
     await exited;
   }
 
-  private request(task: unknown, portId?: number): Promise<unknown> {
+  private request(task: unknown, portId?: number): Promise<TaskOutcome> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (!this.child.connected) {
@@ -185,8 +178,7 @@ export class ProcessRunner implements WorkerRunner {
     const waiter = this.pending.get(message.id);
     if (!waiter) return;
     this.pending.delete(message.id);
-    if (message.type === "result") waiter.resolve(message.value);
-    else waiter.reject(deathOf(new Error(message.message)) ?? new Error(message.message));
+    waiter.resolve(message.outcome);
   }
 
   private send(message: HostToChild): void {

@@ -1,5 +1,6 @@
 // IPC messages between the host and a worker's child process (process isolation). Types only.
 import type { GenerationControl, GenerationEvent } from "./protocol.js";
+import type { TaskOutcome } from "./task-outcome.js";
 
 export type HostToChild =
   | { type: "init"; init: unknown }
@@ -8,6 +9,5 @@ export type HostToChild =
   | { type: "port"; portId: number; message: GenerationControl };
 
 export type ChildToHost =
-  | { type: "result"; id: number; value: unknown }
-  | { type: "error"; id: number; message: string }
+  | { type: "outcome"; id: number; outcome: TaskOutcome }
   | { type: "port"; portId: number; message: GenerationEvent };

@@ -12,6 +12,11 @@ import type { ResponseFormat } from "../../contract/sampling.js";
 const grammarCache = new WeakMap<Llama, Map<string, Promise<LlamaGrammar>>>();
 const GRAMMAR_CACHE_SIZE = 64;
 
+/** node-llama-cpp refused to build the grammar of a response format: the client's request is at fault. */
+export class GrammarRefusedError extends Error {
+  override name = "GrammarRefusedError";
+}
+
 export async function grammarFor(llama: Llama, format: ResponseFormat | undefined): Promise<LlamaGrammar | undefined> {
   if (format === undefined) return undefined;
   let cache = grammarCache.get(llama);

@@ -33,10 +33,7 @@ process.on("message", (message: HostToChild) => {
     case "task": {
       const task = message.task as WorkerTask;
       const withPort = task.kind === "generate" && message.portId !== undefined ? { ...task, port: portFor(message.portId) } : task;
-      handler!.run(withPort).then(
-        (value) => send({ type: "result", id: message.id, value }),
-        (error: unknown) => send({ type: "error", id: message.id, message: (error as Error).message ?? String(error) }),
-      );
+      void handler!.run(withPort).then((outcome) => send({ type: "outcome", id: message.id, outcome }));
       return;
     }
     default:

@@ -36,9 +36,9 @@ import {
   type WorkerStats,
 } from "../wire/protocol.js";
 import type { FinishReason, GenerationResult } from "../../contract/generation.js";
-import { RESPONSE_FORMAT_ERROR, type SamplingParams } from "../../contract/sampling.js";
+import type { SamplingParams } from "../../contract/sampling.js";
 import { BatchGate } from "./batch-gate.js";
-import { grammarFor } from "./grammars.js";
+import { GrammarRefusedError, grammarFor } from "./grammars.js";
 import { modelFingerprint } from "./model-fingerprint.js";
 import { profileSequence } from "./profile.js";
 import { defaultStateDir, StateStore, type StateEntry } from "./state-store.js";
@@ -212,7 +212,7 @@ export class SlotEngine {
     } catch (error) {
       send({ type: "done" });
       port.close();
-      throw new Error(`${RESPONSE_FORMAT_ERROR}${(error as Error).message}`);
+      throw new GrammarRefusedError((error as Error).message);
     }
     if (abort.signal.aborted) return cancelledBeforeStart();
     const grant = await this.slots.acquire(task.generationId, tokens);

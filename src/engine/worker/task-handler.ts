@@ -3,20 +3,22 @@
 // thread or process, until a dispose task.
 //
 // A fatal error (an exception nothing caught) ends the worker through one path, in a thread
-// as in a process: every task it holds fails at once with WORKER_DIED (the host places the
+// as in a process: every task it holds fails at once as `worker_died` (the host places the
 // requests that had no token yet again), the generations are stopped, llama.cpp is freed, and
 // only then does the thread or process exit. The order matters in a thread: one that exits
 // while llama.cpp objects are alive aborts the whole host process (measured with
 // node-llama-cpp 3.21.1: "terminate called after throwing an instance of 'Napi::Error'").
 import type { ExportResult, ImportResult, LoadResult, ProfileResult, WorkerInit, WorkerStats, WorkerTask, ClearedSlots } from "../wire/protocol.js";
+import type { TaskFailure, TaskOutcome } from "../wire/task-outcome.js";
 import type { GenerationResult } from "../../contract/generation.js";
-import { WORKER_DIED } from "../wire/protocol.js";
+import { GrammarRefusedError } from "./grammars.js";
 import { SlotEngine } from "./slot-engine.js";
 
 export type TaskResult = LoadResult | GenerationResult | ProfileResult | ExportResult | ImportResult | WorkerStats | ClearedSlots | null;
 
 export interface TaskHandler {
-  run(task: WorkerTask): Promise<TaskResult>;
+  /** Never rejects: how the task failed travels in its outcome (wire/task-outcome.ts). */
+  run(task: WorkerTask): Promise<TaskOutcome<TaskResult>>;
   /** The fatal path: fail every task, stop and free the engine, then exit. */
   fail(error: unknown): Promise<void>;
 }
@@ -27,10 +29,9 @@ const STOP_TIMEOUT_MS = 30_000;
 /** The task handler of a worker with these settings. */
 export function createTaskHandler(init: WorkerInit, exit: (code: number) => void = (code) => process.exit(code)): TaskHandler {
   let engine: Promise<SlotEngine> | undefined;
-  let failure: Error | undefined;
-  let rejectAll!: (error: Error) => void;
-  const death = new Promise<never>((_, reject) => (rejectAll = reject));
-  death.catch(() => undefined);
+  let died: TaskOutcome<TaskResult> | undefined;
+  let failAll!: (outcome: TaskOutcome<TaskResult>) => void;
+  const death = new Promise<TaskOutcome<TaskResult>>((resolve) => (failAll = resolve));
   const loaded = () => (engine ??= SlotEngine.load(init));
 
   async function perform(task: WorkerTask): Promise<TaskResult> {
@@ -72,17 +73,19 @@ export function createTaskHandler(init: WorkerInit, exit: (code: number) => void
 
   return {
     run(task) {
-      if (failure) return Promise.reject(failure);
-      const work = perform(task);
-      // Whatever the task does after the worker failed is nobody's: its answer was WORKER_DIED.
-      work.catch(() => undefined);
+      if (died) return Promise.resolve(died);
+      const work = perform(task).then(
+        (value): TaskOutcome<TaskResult> => ({ ok: true, value }),
+        (error: unknown): TaskOutcome<TaskResult> => ({ ok: false, failure: failureOf(error) }),
+      );
+      // Whatever the task does after the worker failed is nobody's: its answer was worker_died.
       return Promise.race([work, death]);
     },
     async fail(error) {
-      if (failure) return;
+      if (died) return;
       const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-      failure = new Error(`${WORKER_DIED}${reason}`);
-      rejectAll(failure);
+      died = { ok: false, failure: { kind: "worker_died", message: reason } };
+      failAll(died);
       console.error(`radixgate worker ${init.workerId}: fatal error (${reason}); stopping its generations and exiting`);
       const stopping = engine;
       engine = undefined;
@@ -99,6 +102,12 @@ export function createTaskHandler(init: WorkerInit, exit: (code: number) => void
       exit(1);
     },
   };
+}
+
+/** The one place a task's error becomes a failure of a kind the host tells apart. */
+function failureOf(error: unknown): TaskFailure {
+  const message = error instanceof Error ? error.message : String(error);
+  return { kind: error instanceof GrammarRefusedError ? "response_format" : "task_failed", message };
 }
 
 /** Routes the thread's or process's uncaught errors into the handler's fatal path. */

@@ -1,0 +1,37 @@
+// A worker task's failure as the host sees it: a typed error per kind of TaskFailure. The
+// one place a failure off the wire becomes an error, for both isolations.
+import type { TaskFailure, TaskOutcome } from "../wire/task-outcome.js";
+
+/** The worker died (fatal error, crash, kill) with the task on it; the fleet restarts it. */
+export class WorkerDiedError extends Error {
+  override name = "WorkerDiedError";
+}
+
+/** The worker could not turn the request's response format into a grammar; the message is node-llama-cpp's reason. */
+export class ResponseFormatError extends Error {
+  override name = "ResponseFormatError";
+}
+
+/** Any other failure of a task in the worker. */
+export class WorkerTaskError extends Error {
+  override name = "WorkerTaskError";
+}
+
+/** The task's value, or its failure thrown as the matching typed error. */
+export function taskValue(outcome: TaskOutcome): unknown {
+  if (outcome.ok) return outcome.value;
+  throw errorOf(outcome.failure);
+}
+
+function errorOf(failure: TaskFailure): Error {
+  switch (failure.kind) {
+    case "worker_died":
+      return new WorkerDiedError(failure.message);
+    case "response_format":
+      return new ResponseFormatError(failure.message);
+    case "task_failed":
+      return new WorkerTaskError(failure.message);
+    default:
+      return failure.kind satisfies never;
+  }
+}
