@@ -28,6 +28,9 @@ export interface WorkerRunner {
   close(): Promise<void>;
 }
 
+/** How long closing a dead thread waits for it to exit: a little past the thread's own stop timeout (worker/task-handler.ts). */
+const DYING_THREAD_EXIT_MS = 35_000;
+
 /**
  * A piscina pool of exactly one thread that holds the model. The thread dies through its
  * fatal path (worker/task-handler.ts): its tasks fail as `worker_died`, then it exits. The
@@ -41,6 +44,8 @@ export class ThreadRunner implements WorkerRunner {
   private deathReason: string | undefined;
   private closing = false;
   private markDead!: (reason: string) => void;
+  /** Resolves when the model's thread has ended. */
+  private readonly threadEnded: Promise<void>;
 
   constructor(init: WorkerInit) {
     this.pool = new Piscina({
@@ -64,8 +69,13 @@ export class ThreadRunner implements WorkerRunner {
         resolve(reason);
       };
     });
+    let markEnded!: () => void;
+    this.threadEnded = new Promise((resolve) => (markEnded = resolve));
     // The thread ended: after its fatal path, or any other way (an 'error' with no task running).
-    this.pool.on("workerDestroy", () => this.markDead("worker thread exited"));
+    this.pool.on("workerDestroy", () => {
+      markEnded();
+      this.markDead("worker thread exited");
+    });
     this.pool.on("error", (error: Error) => this.markDead(`thread crashed: ${error.message}`));
   }
 
@@ -84,9 +94,16 @@ export class ThreadRunner implements WorkerRunner {
     return { result, control: (message) => host.postMessage(message), close: () => host.close() };
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.closing = true;
-    return this.pool.destroy();
+    // A thread on its fatal path is still freeing llama.cpp: ending it before it exits on
+    // its own aborts the whole host process.
+    if (this.deathReason !== undefined) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.threadEnded, new Promise<void>((resolve) => (timer = setTimeout(resolve, DYING_THREAD_EXIT_MS)))]);
+      clearTimeout(timer);
+    }
+    await this.pool.destroy();
   }
 
   /** A task's value or typed error; a death it reports marks the runner dead. */
