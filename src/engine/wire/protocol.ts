@@ -7,6 +7,9 @@
 // process (measured on node-llama-cpp 3.21.1), so a message is the only safe way to stop.
 
 import type { SamplingParams } from "../../contract/sampling.js";
+import type { LocalSchedulerSettings } from "../../scheduler/local-scheduler-settings.js";
+
+export type { LocalSchedulerSettings };
 
 export type GpuSetting = false | "auto" | "cuda" | "vulkan" | "metal";
 
@@ -40,22 +43,6 @@ export interface SpillSettings {
   /** Folder for state files ("" = /dev/shm where it exists, else the OS temp folder). */
   dir: string;
 }
-
-export interface LocalSchedulerSettings {
-  priorityGroups: number;
-  quotaPerGroup: number;
-  chunkTokens: number;
-  /** A spilled state counts toward a request's hit ratio only if used within this many ms. */
-  hitRatioWindowMs: number;
-}
-
-/**
- * A worker that hits a fatal error (an uncaught exception in its thread or process) fails
- * every task it holds with an error whose message starts with this, then the reason, stops
- * its generations, frees llama.cpp and exits. The host treats such an error as the worker's
- * death, the same as a killed process.
- */
-export const WORKER_DIED = "worker died: ";
 
 /**
  * A worker loads a stored KV state into a slot only when the state holds at least this many
