@@ -48,11 +48,20 @@ function document(tokens: number): string {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const rows: { length: number; promptTokens: number; coldMs: number[]; warmMs: number[]; warmTurnMs: number[]; warmCached: number[]; turnCached: number[] }[] = [];
+const rows: { length: number; promptTokens: number; coldMs: number[]; warmMs: number[]; warmTurnMs: number[]; warmCached: number[]; turnCached: number[] }[] =
+  [];
 
 try {
   for (const length of lengths) {
-    const row = { length, promptTokens: 0, coldMs: [] as number[], warmMs: [] as number[], warmTurnMs: [] as number[], warmCached: [] as number[], turnCached: [] as number[] };
+    const row = {
+      length,
+      promptTokens: 0,
+      coldMs: [] as number[],
+      warmMs: [] as number[],
+      warmTurnMs: [] as number[],
+      warmCached: [] as number[],
+      turnCached: [] as number[],
+    };
     for (let r = 0; r < repeats; r++) {
       const first: Message[] = [
         { role: "system", content: `run ${randomUUID()}\n${document(length)}` },
@@ -67,7 +76,9 @@ try {
       row.warmTurnMs.push(turn.ms);
       row.warmCached.push(warm.cachedTokens);
       row.turnCached.push(turn.cachedTokens);
-      process.stderr.write(`length ${length} repeat ${r + 1}/${repeats}: cold ${cold.ms.toFixed(0)} ms, warm ${warm.ms.toFixed(0)} ms, next turn ${turn.ms.toFixed(0)} ms\n`);
+      process.stderr.write(
+        `length ${length} repeat ${r + 1}/${repeats}: cold ${cold.ms.toFixed(0)} ms, warm ${warm.ms.toFixed(0)} ms, next turn ${turn.ms.toFixed(0)} ms\n`,
+      );
     }
     rows.push(row);
   }

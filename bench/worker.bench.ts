@@ -86,7 +86,11 @@ function document(count: number): string {
 const nextRandom = mulberry32(seed);
 const salts: string[] = [];
 function salt(): string {
-  const value = Array.from({ length: 4 }, () => Math.floor(nextRandom() * 0x10000).toString(16).padStart(4, "0")).join("");
+  const value = Array.from({ length: 4 }, () =>
+    Math.floor(nextRandom() * 0x10000)
+      .toString(16)
+      .padStart(4, "0"),
+  ).join("");
   salts.push(value);
   return value;
 }
@@ -186,7 +190,16 @@ try {
   loadMs = [loaded[0].loadMs, loaded[1].loadMs];
   log(`workers a, b loaded (${loaded[0].backend}, context ${loaded[0].contextSize} x ${loaded[0].slots} slots, ${THREADS} thread each)`);
 
-  const chat = async (system: string) => (await preparer!.chat({ modelId: MODEL, messages: [{ role: "system", content: system }, { role: "user", content: USER_TURN }] })).tokens;
+  const chat = async (system: string) =>
+    (
+      await preparer!.chat({
+        modelId: MODEL,
+        messages: [
+          { role: "system", content: system },
+          { role: "user", content: USER_TURN },
+        ],
+      })
+    ).tokens;
   // Words per target length: one measurement of the tokenizer's rate on these words, then corrected once.
   const wordsFor = new Map<number, number>();
   for (const target of lengths) {
@@ -204,7 +217,15 @@ try {
 
   // Part 1: cold vs warm on worker a, idle.
   for (const target of parts.has(1) ? lengths : []) {
-    const row = { target, promptTokens: [] as number[], coldPrefillMs: [] as number[], coldHostMs: [] as number[], warmPrefillMs: [] as number[], warmHostMs: [] as number[], warmCachedTokens: [] as number[] };
+    const row = {
+      target,
+      promptTokens: [] as number[],
+      coldPrefillMs: [] as number[],
+      coldHostMs: [] as number[],
+      warmPrefillMs: [] as number[],
+      warmHostMs: [] as number[],
+      warmCachedTokens: [] as number[],
+    };
     part1.push(row);
     for (let r = 0; r < repeats; r++) {
       const tokens = await saltedPrompt(target);
@@ -296,7 +317,8 @@ try {
     await probe.start();
     if (!wordsFor.has(STALL_PROMPT)) {
       let words = Math.round(STALL_PROMPT / 1.6);
-      for (let pass = 0; pass < 2; pass++) words = Math.max(1, Math.round(words * (STALL_PROMPT / (await chat(`run ${"0".repeat(16)}\n${document(words)}`)).length)));
+      for (let pass = 0; pass < 2; pass++)
+        words = Math.max(1, Math.round(words * (STALL_PROMPT / (await chat(`run ${"0".repeat(16)}\n${document(words)}`)).length)));
       wordsFor.set(STALL_PROMPT, words);
     }
     await timed(probe, "warmup-stall", await chat(`warm-up ${salt()}`));
@@ -315,11 +337,19 @@ try {
       return async () => {
         abort.abort();
         const results = await Promise.all(running);
-        if (results.some((result) => result.finishReason !== "cancelled")) throw new Error(`a decoding request ended before the probe did: raise STALL_DECODE_TOKENS`);
+        if (results.some((result) => result.finishReason !== "cancelled"))
+          throw new Error(`a decoding request ended before the probe did: raise STALL_DECODE_TOKENS`);
       };
     };
     for (let decoding = 0; decoding < STALL_SLOTS; decoding++) {
-      const row = { decoding, cleanHostMs: [] as number[], usedHostMs: [] as number[], usedEvictedTokens: [] as number[], cleanPromptTokens: [] as number[], usedPromptTokens: [] as number[] };
+      const row = {
+        decoding,
+        cleanHostMs: [] as number[],
+        usedHostMs: [] as number[],
+        usedEvictedTokens: [] as number[],
+        cleanPromptTokens: [] as number[],
+        usedPromptTokens: [] as number[],
+      };
       part3.push(row);
       for (let r = 0; r < repeats; r++) {
         // Clean: every slot emptied, N decoders take N of them, the probe gets an empty one.
@@ -344,7 +374,9 @@ try {
         row.usedEvictedTokens.push(used.result.evictedTokens);
         row.cleanPromptTokens.push(cleanTokens.length);
         row.usedPromptTokens.push(usedTokens.length);
-        log(`part 3 with ${decoding} decoding, repeat ${r + 1}/${repeats}: clean slot ${ms(clean.hostTtftMs)} ms, used slot ${ms(used.hostTtftMs)} ms (${used.result.evictedTokens} tokens erased)`);
+        log(
+          `part 3 with ${decoding} decoding, repeat ${r + 1}/${repeats}: clean slot ${ms(clean.hostTtftMs)} ms, used slot ${ms(used.hostTtftMs)} ms (${used.result.evictedTokens} tokens erased)`,
+        );
       }
     }
   }
@@ -419,7 +451,13 @@ const result = {
   contention,
   coldWarm: part1Rows,
   copyVsRecompute: part2Rows,
-  usedSlotStall: { slots: STALL_SLOTS, promptTokens: STALL_PROMPT, decodeTokens: STALL_DECODE_TOKENS, target: "used / clean <= 1.5 at every N", rows: part3Rows },
+  usedSlotStall: {
+    slots: STALL_SLOTS,
+    promptTokens: STALL_PROMPT,
+    decodeTokens: STALL_DECODE_TOKENS,
+    target: "used / clean <= 1.5 at every N",
+    rows: part3Rows,
+  },
 };
 mkdirSync("bench/results", { recursive: true });
 writeFileSync("bench/results/worker.json", `${JSON.stringify(result, null, 2)}\n`);

@@ -80,7 +80,7 @@ async function runChild(spec: ChildSpec): Promise<void> {
     // A process that exits with llama.cpp objects alive can abort natively.
     await llama?.dispose();
   }
-  process.stdout.write(REPORT_MARKER + JSON.stringify(report) + "\n");
+  process.stdout.write(`${REPORT_MARKER + JSON.stringify(report)}\n`);
 }
 
 // ---------------------------------------------------------------- parent
@@ -132,7 +132,7 @@ function formatEnv(env: Record<string, string>): string {
 
 function formatBinary(report: ChildReport): string {
   const cmake = Object.entries(report.cmakeOptions ?? {}).map(([k, v]) => `${k}=${v}`);
-  return `${report.buildType ?? "?"} binary, llama.cpp ${report.llamaCpp ?? "?"}` + (cmake.length > 0 ? `, cmake ${cmake.join(" ")}` : "");
+  return `${report.buildType ?? "?"} binary, llama.cpp ${report.llamaCpp ?? "?"}${cmake.length > 0 ? `, cmake ${cmake.join(" ")}` : ""}`;
 }
 
 function indent(text: string, prefix = "      "): string {
@@ -155,7 +155,7 @@ function describeLocalBuilds(): string {
   } catch {
     last = undefined;
   }
-  return builds.map((name) => (name === last ? `${name} (last build)` : name)).join(", ") + ` in ${buildsDir}`;
+  return `${builds.map((name) => (name === last ? `${name} (last build)` : name)).join(", ")} in ${buildsDir}`;
 }
 
 function plansFromArgs(argv: readonly string[]): { plans: Plan[]; source: string } {
@@ -251,9 +251,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const { plans, source } = plansFromArgs(argv);
-  console.log(
-    `radixgate check-backends: node-llama-cpp ${await getModuleVersion()}, node ${process.version}, ${process.platform}-${process.arch}`,
-  );
+  console.log(`radixgate check-backends: node-llama-cpp ${await getModuleVersion()}, node ${process.version}, ${process.platform}-${process.arch}`);
   console.log(`GPU types node-llama-cpp finds usable: ${(await getLlamaGpuTypes("supported")).map((t) => (t === false ? "cpu" : t)).join(", ")}`);
   console.log(`local builds: ${describeLocalBuilds()}`);
   // The pinning variables and the ones that decide which local build getLlama picks.

@@ -8,7 +8,11 @@ async function main(): Promise<void> {
   const radixgate = await createRadixgate(loaded);
   const address = await radixgate.listen();
   radixgate.app.log.info(
-    { models: loaded.config.models.map((model) => model.id), workers: radixgate.fleet.workers.map((worker) => worker.engine.id), policy: loaded.config.scheduler.policy },
+    {
+      models: loaded.config.models.map((model) => model.id),
+      workers: radixgate.fleet.workers.map((worker) => worker.engine.id),
+      policy: loaded.config.scheduler.policy,
+    },
     `Radixgate serving on ${address} (config ${loaded.path})`,
   );
   // Live config: SIGHUP or an edit of the file (hot-reload.ts says which keys apply live).

@@ -71,7 +71,10 @@ export async function createRadixgate({ config, dir, path }: LoadedConfig): Prom
     },
   });
   const metrics = new Metrics(fleet, scheduler);
-  const observer = observeAll(metrics, requestLog(() => app.log));
+  const observer = observeAll(
+    metrics,
+    requestLog(() => app.log),
+  );
   const service = new CompletionService({
     fleet,
     preparer,
@@ -95,7 +98,10 @@ export async function createRadixgate({ config, dir, path }: LoadedConfig): Prom
         const told = await Promise.allSettled(fleet.workers.map((worker) => worker.engine.configure(next.scheduler.local)));
         told.forEach((result, i) => {
           if (result.status === "rejected") {
-            app.log.warn({ worker: fleet.workers[i]!.engine.id, reason: (result.reason as Error).message }, "worker not running: it takes the new scheduler.local settings when it restarts");
+            app.log.warn(
+              { worker: fleet.workers[i]!.engine.id, reason: (result.reason as Error).message },
+              "worker not running: it takes the new scheduler.local settings when it restarts",
+            );
           }
         });
       }

@@ -101,8 +101,8 @@ function side(samples: readonly { ttftMs: number; latencyMs: number; cachedFract
   };
 }
 
-const simSide = (result: SimResult) => side(result.records.map((r) => ({ ttftMs: r.ttftMs, latencyMs: r.e2eMs, cachedFraction: r.cachedFraction, worker: r.workerId })));
-
+const simSide = (result: SimResult) =>
+  side(result.records.map((r) => ({ ttftMs: r.ttftMs, latencyMs: r.e2eMs, cachedFraction: r.cachedFraction, worker: r.workerId })));
 
 /**
  * The simulated card of the live server: its calibrated model, slots, cells per slot, batch,
@@ -120,10 +120,20 @@ export function specOfLive(
   const local = config.scheduler.local;
   const spill: SpillSpec | undefined =
     variant !== "gpu-style" && config.spill.budgetBytes > 0
-      ? { budgetTokens: Math.floor(config.spill.budgetBytes / kvBytesPerToken(PRESETS[options.preset])), minTokens: config.spill.minTokens, minRestoreGain: MIN_RESTORE_GAIN }
+      ? {
+          budgetTokens: Math.floor(config.spill.budgetBytes / kvBytesPerToken(PRESETS[options.preset])),
+          minTokens: config.spill.minTokens,
+          minRestoreGain: MIN_RESTORE_GAIN,
+        }
       : undefined;
   const locked = variant === "cpu+lock" || variant === "contended";
-  const card = cpuSpec(timeModel, { slots: model.slots, contextSize: model.contextSize, batchTokens: model.batchSize, ...(spill ? { spill } : {}), contextLock: locked });
+  const card = cpuSpec(timeModel, {
+    slots: model.slots,
+    contextSize: model.contextSize,
+    batchTokens: model.batchSize,
+    ...(spill ? { spill } : {}),
+    contextLock: locked,
+  });
   return {
     ...card,
     ...(variant === "contended" ? { contention } : {}),
@@ -144,7 +154,9 @@ export async function runSimVsLive(options: SimVsLiveOptions, contention?: Conte
 }
 
 /** The live half: a real server per arm replays the list. */
-export async function runLiveReplay(options: SimVsLiveOptions): Promise<{ live: { arm: string; replay: ReplaySample[] }[]; calibration: { path: string; existedBefore: boolean } }> {
+export async function runLiveReplay(
+  options: SimVsLiveOptions,
+): Promise<{ live: { arm: string; replay: ReplaySample[] }[]; calibration: { path: string; existedBefore: boolean } }> {
   const live = await runLiveBench({
     preset: options.preset,
     workers: options.workers,
@@ -179,7 +191,10 @@ export async function simulateAgainstLive(
   contention: Contention = NO_CONTENTION,
 ): Promise<SimVsLiveResult> {
   const timeModel = readTimeModelFile(options.timeModelFile ?? calibration.path);
-  const cards = Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, specOfLive(options, timeModel, variant, contention)])) as Record<SimVariant, WorkerSpec>;
+  const cards = Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, specOfLive(options, timeModel, variant, contention)])) as Record<
+    SimVariant,
+    WorkerSpec
+  >;
   const rows: ArmComparison[] = [];
   const sim: SimVsLiveResult["sim"] = [];
   for (const liveArm of live) {
@@ -198,7 +213,9 @@ export async function simulateAgainstLive(
     }
     sim.push({ arm: liveArm.arm, variants: results });
     const prediction = results[PREDICTION];
-    const liveSide = side(liveArm.replay.map((s) => ({ ttftMs: s.ttftMs, latencyMs: s.totalMs, cachedFraction: s.cachedTokens / Math.max(1, s.promptTokens), worker: s.worker })));
+    const liveSide = side(
+      liveArm.replay.map((s) => ({ ttftMs: s.ttftMs, latencyMs: s.totalMs, cachedFraction: s.cachedTokens / Math.max(1, s.promptTokens), worker: s.worker })),
+    );
     const predicted = simSide(prediction);
     const simWorker = new Map(prediction.records.map((r) => [r.index, r.workerId]));
     const maxTokens = new Map(options.replay.map((r) => [r.index, r.maxTokens]));
@@ -244,7 +261,13 @@ export function probes(seed: number): Probe[] {
   const { first, count } = ordinaryTokenRange();
   const random = mulberry32(seed);
   const tokens = (n: number) => Array.from({ length: n }, () => first + Math.floor(random() * count));
-  const request = (index: number, arrivalMs: number, prompt: number[], maxTokens: number): ReplayRequest => ({ index, arrivalMs, tokens: prompt, maxTokens, group: index });
+  const request = (index: number, arrivalMs: number, prompt: number[], maxTokens: number): ReplayRequest => ({
+    index,
+    arrivalMs,
+    tokens: prompt,
+    maxTokens,
+    group: index,
+  });
   return [
     {
       name: "alone",
@@ -255,7 +278,8 @@ export function probes(seed: number): Probe[] {
     },
     {
       name: "two workers busy",
-      isolates: "both workers prefilling then decoding at once on the 2 cores, next to the server's and the client's own threads (the calibration profiles one worker alone)",
+      isolates:
+        "both workers prefilling then decoding at once on the 2 cores, next to the server's and the client's own threads (the calibration profiles one worker alone)",
       workers: 2,
       arm: "spread",
       replay: [request(0, 0, tokens(2000), 100), request(1, 0, tokens(2000), 100)],

@@ -92,14 +92,16 @@ export function liveConfig(options: Pick<LiveOptions, "preset" | "workers" | "th
   const policy = arm === "pinned" ? "roundrobin" : arm === "spread" ? "roundrobin" : arm;
   return parseConfig({
     server: { port: 0, logLevel: "warn" },
-    models: [{ id: "bench", source: `preset:${options.preset}`, workers: options.workers, slots: 4, contextSize: 8192, threads: options.threads, isolation: "thread" }],
+    models: [
+      { id: "bench", source: `preset:${options.preset}`, workers: options.workers, slots: 4, contextSize: 8192, threads: options.threads, isolation: "thread" },
+    ],
     scheduler: { policy },
   });
 }
 
 export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
   const parts = options.parts ?? (options.replay ? ["agent", "burst", "trace", "replay"] : ["agent", "burst", "trace"]);
-  if (parts.includes("replay") && !options.replay) throw new Error("runLiveBench: part \"replay\" needs options.replay");
+  if (parts.includes("replay") && !options.replay) throw new Error('runLiveBench: part "replay" needs options.replay');
   const results: ArmResult[] = [];
   for (const arm of options.arms) {
     const config = liveConfig(options, arm);
@@ -111,7 +113,16 @@ export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
       const salt = `run ${randomUUID()}`;
       const random = mulberry32(options.seed);
       const send = (messages: Message[]) => timedRequest(client, messages, options.maxTokens, headers);
-      const result: ArmResult = { arm, agentWarmTurns: [], agentColdTurns: [], burstMs: Number.NaN, burst: [], trace: [], replay: [], calibration: await calibrationOf(radixgate, calibrationBefore) };
+      const result: ArmResult = {
+        arm,
+        agentWarmTurns: [],
+        agentColdTurns: [],
+        burstMs: Number.NaN,
+        burst: [],
+        trace: [],
+        replay: [],
+        calibration: await calibrationOf(radixgate, calibrationBefore),
+      };
       for (const part of parts) {
         switch (part) {
           case "agent": {
@@ -125,7 +136,9 @@ export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
             options.onProgress?.(`${arm}: cold burst of ${options.burstRequests}`);
             const burstStarted = performance.now();
             result.burst = await Promise.all(
-              Array.from({ length: options.burstRequests }, (_, i) => send([{ role: "user", content: `${salt} burst ${i}\n${words(options.burstPromptWords, random)}` }])),
+              Array.from({ length: options.burstRequests }, (_, i) =>
+                send([{ role: "user", content: `${salt} burst ${i}\n${words(options.burstPromptWords, random)}` }]),
+              ),
             );
             result.burstMs = performance.now() - burstStarted;
             break;
@@ -166,7 +179,12 @@ async function calibrationOf(radixgate: Radixgate, before: ReadonlySet<string>):
 }
 
 /** Sends every request at its own arrivalMs (from one start, so timer lateness does not add up) and waits for all. */
-export async function replayRequests(client: OpenAI, requests: readonly ReplayRequest[], headers: Record<string, string> = {}, model = "bench"): Promise<ReplaySample[]> {
+export async function replayRequests(
+  client: OpenAI,
+  requests: readonly ReplayRequest[],
+  headers: Record<string, string> = {},
+  model = "bench",
+): Promise<ReplaySample[]> {
   const started = performance.now();
   const pending: Promise<ReplaySample>[] = [];
   for (const request of requests) {
@@ -291,7 +309,12 @@ async function traceReplay(
   const pending: Promise<RequestSample>[] = [];
   for (let i = 0; i < options.traceRequests; i++) {
     const prefix = prefixes[pick()]!;
-    pending.push(send([{ role: "system", content: prefix }, { role: "user", content: `question ${i}: ${words(15, random)}` }]));
+    pending.push(
+      send([
+        { role: "system", content: prefix },
+        { role: "user", content: `question ${i}: ${words(15, random)}` },
+      ]),
+    );
     await new Promise((resolve) => setTimeout(resolve, -Math.log(1 - random()) * options.traceGapMs));
   }
   return Promise.all(pending);

@@ -86,7 +86,13 @@ export function toolbenchReplay(options: ToolbenchReplayOptions): ReplayRequest[
   const out: ReplayRequest[] = [];
   for (let i = 0; i < options.requests; i++) {
     const request = generator.next().value;
-    out.push({ index: request.index, arrivalMs: request.arrivalMs, tokens: request.tokens.map((id) => first + id), maxTokens: request.outputTokens, group: request.group });
+    out.push({
+      index: request.index,
+      arrivalMs: request.arrivalMs,
+      tokens: request.tokens.map((id) => first + id),
+      maxTokens: request.outputTokens,
+      group: request.group,
+    });
   }
   return out;
 }

@@ -69,14 +69,19 @@ const commit = execSync("git rev-parse --short HEAD").toString().trim();
 const machine = `${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg()[0]!.toFixed(2)}`;
 const command = `npm run bench:live -- ${process.argv.slice(2).join(" ")}`.trim();
 mkdirSync("bench/results", { recursive: true });
-writeFileSync("bench/results/live.json", `${JSON.stringify({ date: new Date().toISOString(), commit, machine, command, options: { ...options, onProgress: undefined }, rows, verdicts, raw: results }, null, 2)}\n`);
+writeFileSync(
+  "bench/results/live.json",
+  `${JSON.stringify({ date: new Date().toISOString(), commit, machine, command, options: { ...options, onProgress: undefined }, rows, verdicts, raw: results }, null, 2)}\n`,
+);
 const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
 const md = [
   `# Live benchmark: ${options.workers} CPU workers, preset ${options.preset}`,
   "",
   `Machine: ${machine}. Commit ${commit}. Command: \`${command}\`. Seed ${options.seed}; prompts salted per run.`,
   "",
-  "| arm | warm-turn TTFT p50 (ms) | warm-turn cached | cold-turn TTFT p50 (ms) | burst of " + options.burstRequests + " (ms) | burst workers | trace TTFT mean / p50 (ms) | trace latency mean (ms) | trace cached | n (warm/cold/burst/trace) |",
+  "| arm | warm-turn TTFT p50 (ms) | warm-turn cached | cold-turn TTFT p50 (ms) | burst of " +
+    options.burstRequests +
+    " (ms) | burst workers | trace TTFT mean / p50 (ms) | trace latency mean (ms) | trace cached | n (warm/cold/burst/trace) |",
   "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
   ...rows.map(
     (r) =>

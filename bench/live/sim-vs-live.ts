@@ -65,7 +65,10 @@ interface Recorded {
   date: string;
   machine: string;
   probes?: ProbeResult[];
-  perRequest: { arm: string; requests: { index: number; live?: Omit<ReplaySample, "index" | "totalMs" | "ttftMs"> & { ttftMs: number; latencyMs: number } }[] }[];
+  perRequest: {
+    arm: string;
+    requests: { index: number; live?: Omit<ReplaySample, "index" | "totalMs" | "ttftMs"> & { ttftMs: number; latencyMs: number } }[];
+  }[];
 }
 const recorded = values["live-from"] === undefined ? undefined : (JSON.parse(readFileSync(values["live-from"], "utf8")) as Recorded);
 
@@ -88,25 +91,40 @@ const seed = recorded?.seed ?? Number(values.seed);
 if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`--seed needs a non-negative integer, got ${values.seed}`);
 const salt = recorded?.salt ?? (values.salt === undefined ? randomInt(2 ** 31) : Number(values.salt));
 if (!Number.isSafeInteger(salt) || salt < 0) throw new Error(`--salt needs a non-negative integer, got ${values.salt}`);
-const workload: ToolbenchReplayOptions = recorded ? { ...recorded.workload, seed, salt } : {
-  seed,
-  salt,
-  requests: positive("requests", values.requests),
-  prefixes: positive("prefixes", values.prefixes),
-  prefixTokens: positive("prefix-tokens", values["prefix-tokens"]),
-  suffixTokens: positive("suffix-tokens", values["suffix-tokens"]),
-  outputTokens: { min: outMin, max: outMax },
-  ratePerS: positive("rate", values.rate, false),
-};
+const workload: ToolbenchReplayOptions = recorded
+  ? { ...recorded.workload, seed, salt }
+  : {
+      seed,
+      salt,
+      requests: positive("requests", values.requests),
+      prefixes: positive("prefixes", values.prefixes),
+      prefixTokens: positive("prefix-tokens", values["prefix-tokens"]),
+      suffixTokens: positive("suffix-tokens", values["suffix-tokens"]),
+      outputTokens: { min: outMin, max: outMax },
+      ratePerS: positive("rate", values.rate, false),
+    };
 const workers = positive("workers", values.workers);
-const arms = values.arms.split(",").map((arm) => arm.trim()).filter((arm) => arm !== "");
+const arms = values.arms
+  .split(",")
+  .map((arm) => arm.trim())
+  .filter((arm) => arm !== "");
 
 const progress = (line: string) => process.stderr.write(`[sim-vs-live] ${line}\n`);
 const replay = toolbenchReplay(workload);
 const started = performance.now();
 const machineAtStart = `${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg()[0]!.toFixed(2)} at the start`;
-progress(`${replay.length} requests over ${(replay[replay.length - 1]!.arrivalMs / 1000).toFixed(1)} s, ${arms.length} arms, ${machineAtStart}, seed ${seed}, salt ${salt}`);
-const simVsLive: SimVsLiveOptions = { preset, workers, threads: 1, arms, replay, ...(values["time-model"] ? { timeModelFile: values["time-model"] } : {}), onProgress: progress };
+progress(
+  `${replay.length} requests over ${(replay[replay.length - 1]!.arrivalMs / 1000).toFixed(1)} s, ${arms.length} arms, ${machineAtStart}, seed ${seed}, salt ${salt}`,
+);
+const simVsLive: SimVsLiveOptions = {
+  preset,
+  workers,
+  threads: 1,
+  arms,
+  replay,
+  ...(values["time-model"] ? { timeModelFile: values["time-model"] } : {}),
+  onProgress: progress,
+};
 // Live arms, then the probes (their "two workers busy" gives the `contended` card its factors), then the simulator.
 const liveRun = recorded
   ? {
@@ -121,9 +139,10 @@ const probeResults = recorded ? recorded.probes : values["skip-probes"] ? undefi
 const contention = probeResults ? contentionOf(probeResults) : undefined;
 const result = await simulateAgainstLive(simVsLive, liveRun.live, liveRun.calibration, contention);
 
-
 const commit = gitCommit(["src", "bench/live", "bench/sim", "bench/workloads"]);
-const machine = recorded ? `${recorded.machine} (live run of ${recorded.date})` : `${machineAtStart}, ${loadavg()[0]!.toFixed(2)} at the end; Node ${process.version}`;
+const machine = recorded
+  ? `${recorded.machine} (live run of ${recorded.date})`
+  : `${machineAtStart}, ${loadavg()[0]!.toFixed(2)} at the end; Node ${process.version}`;
 const rerun = ["npm run bench:sim-vs-live --", ...process.argv.slice(2)].join(" ").replace(/ --$/, "");
 const command = recorded ? `${recorded.command} (re-simulated: ${rerun})` : rerun;
 const totalS = (performance.now() - started) / 1000;
@@ -136,7 +155,12 @@ const report = {
   command,
   seed,
   salt,
-  workload: { ...workload, shape: "toolbench-zipf (bench/workloads/toolbench-zipf.ts), Zipf a=1.1, Poisson arrivals", promptTokensMean: prompts.reduce((a, b) => a + b, 0) / prompts.length, spanMs: replay[replay.length - 1]!.arrivalMs },
+  workload: {
+    ...workload,
+    shape: "toolbench-zipf (bench/workloads/toolbench-zipf.ts), Zipf a=1.1, Poisson arrivals",
+    promptTokensMean: prompts.reduce((a, b) => a + b, 0) / prompts.length,
+    spanMs: replay[replay.length - 1]!.arrivalMs,
+  },
   server: { preset, workers, threads: 1, slots: result.spec.slots, contextSize: result.spec.maxSequenceTokens, batchSize: result.spec.batchTokens },
   calibration: result.calibration,
   timeModel: result.timeModel,
@@ -145,7 +169,10 @@ const report = {
   contention: result.contention,
   rows: result.rows,
   probes: probeResults,
-  simWorkers: result.sim.map((arm) => ({ arm: arm.arm, variants: Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, arm.variants[variant].workers])) })),
+  simWorkers: result.sim.map((arm) => ({
+    arm: arm.arm,
+    variants: Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, arm.variants[variant].workers])),
+  })),
   totalSeconds: totalS,
   perRequest: result.rows.map((row) => {
     const live = result.live.find((arm) => arm.arm === row.arm)!.replay;
@@ -162,9 +189,26 @@ const report = {
           group: request.group,
           promptTokens: request.tokens.length + 1,
           maxTokens: request.maxTokens,
-          live: l && { sentMs: round(l.sentMs), ttftMs: round(l.ttftMs), latencyMs: round(l.totalMs), cachedTokens: l.cachedTokens, promptTokens: l.promptTokens, completionTokens: l.completionTokens, worker: l.worker },
-          sim: s && { ttftMs: round(s.ttftMs), latencyMs: round(s.e2eMs), cachedTokens: s.cachedTokens, worker: s.workerId, queuedMs: round(s.startMs - s.arrivalMs), reason: s.reason },
-          simTtftMs: Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, round(variants[variant].records.find((r) => r.index === request.index)?.ttftMs ?? Number.NaN)])),
+          live: l && {
+            sentMs: round(l.sentMs),
+            ttftMs: round(l.ttftMs),
+            latencyMs: round(l.totalMs),
+            cachedTokens: l.cachedTokens,
+            promptTokens: l.promptTokens,
+            completionTokens: l.completionTokens,
+            worker: l.worker,
+          },
+          sim: s && {
+            ttftMs: round(s.ttftMs),
+            latencyMs: round(s.e2eMs),
+            cachedTokens: s.cachedTokens,
+            worker: s.workerId,
+            queuedMs: round(s.startMs - s.arrivalMs),
+            reason: s.reason,
+          },
+          simTtftMs: Object.fromEntries(
+            SIM_VARIANTS.map((variant) => [variant, round(variants[variant].records.find((r) => r.index === request.index)?.ttftMs ?? Number.NaN)]),
+          ),
         };
       }),
     };

@@ -52,7 +52,12 @@ export async function findOrBuildLlamaServer(explicit: string | undefined, onPro
     await run("git", ["clone", "--quiet", BUNDLE, source], dir, logFile);
   }
   onProgress(`building llama-server (about 20 minutes on 2 cores; log: ${logFile})`);
-  await run("cmake", ["-B", "build", "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"], source, logFile);
+  await run(
+    "cmake",
+    ["-B", "build", "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"],
+    source,
+    logFile,
+  );
   await run("cmake", ["--build", "build", "--target", "llama-server", "-j", "2"], source, logFile);
   if (!existsSync(binary)) throw new Error(`the build finished without ${binary}; see ${logFile}`);
   return binary;

@@ -132,7 +132,15 @@ async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running>
 
 async function start(arm: ArmSpec, modelPath: string, binary: string): Promise<Running> {
   if (arm.kind === "radixgate") return startRadixgate(arm, modelPath);
-  const server = await startLlamaServer({ binary, model: modelPath, slots: arm.slotsPerWorker, threads: arm.threadsPerWorker, contextPerSlot: CONTEXT_PER_SLOT, batchSize: BATCH, port: nextPort++ });
+  const server = await startLlamaServer({
+    binary,
+    model: modelPath,
+    slots: arm.slotsPerWorker,
+    threads: arm.threadsPerWorker,
+    contextPerSlot: CONTEXT_PER_SLOT,
+    batchSize: BATCH,
+    port: nextPort++,
+  });
   return { target: { baseURL: server.baseURL, model: "bench" }, close: () => server.close() };
 }
 
@@ -155,7 +163,14 @@ interface Summary {
 function summarize(samples: readonly Sample[], wallS: number): Summary {
   const ttft = samples.map((sample) => sample.ttftMs);
   const tokens = samples.reduce((sum, sample) => sum + sample.completionTokens, 0);
-  return { n: samples.length, ttftMeanMs: meanOf(ttft), ttftP50Ms: percentile(ttft, 50), ttftP99Ms: percentile(ttft, 99), outputTokensPerS: tokens / wallS, wallS };
+  return {
+    n: samples.length,
+    ttftMeanMs: meanOf(ttft),
+    ttftP50Ms: percentile(ttft, 50),
+    ttftP99Ms: percentile(ttft, 99),
+    outputTokensPerS: tokens / wallS,
+    wallS,
+  };
 }
 
 interface ArmResult {
@@ -221,7 +236,9 @@ try {
     // Over repeats: the samples pooled, the wall time summed.
     result.workloads[name] = summarize(result.samples[name]!, (previous?.wallS ?? 0) + wallS);
     const s = result.workloads[name]!;
-    log(`${arm.name}: ${name}: n=${s.n} TTFT mean ${s.ttftMeanMs.toFixed(0)} p50 ${s.ttftP50Ms.toFixed(0)} p99 ${s.ttftP99Ms.toFixed(0)} ms, ${s.outputTokensPerS.toFixed(1)} tokens/s, ${s.wallS.toFixed(1)} s`);
+    log(
+      `${arm.name}: ${name}: n=${s.n} TTFT mean ${s.ttftMeanMs.toFixed(0)} p50 ${s.ttftP50Ms.toFixed(0)} p99 ${s.ttftP99Ms.toFixed(0)} ms, ${s.outputTokensPerS.toFixed(1)} tokens/s, ${s.wallS.toFixed(1)} s`,
+    );
   };
   for (let repeat = 0; repeat < WORKLOAD_REPEATS; repeat++) {
     // A fresh salt per repeat: every repeat starts cold on every arm.
@@ -229,13 +246,28 @@ try {
     for (const arm of arms) {
       const target = running.get(arm.name)!.target;
       const sequential = await agents(target, options, 1, AGENT_TURNS, "seq");
-      record(arm, "agent: cold turn", sequential.samples.filter((sample) => sample.kind === "agent-cold"), sequential.wallS);
-      record(arm, "agent: warm turns", sequential.samples.filter((sample) => sample.kind === "agent-warm"), sequential.wallS);
+      record(
+        arm,
+        "agent: cold turn",
+        sequential.samples.filter((sample) => sample.kind === "agent-cold"),
+        sequential.wallS,
+      );
+      record(
+        arm,
+        "agent: warm turns",
+        sequential.samples.filter((sample) => sample.kind === "agent-warm"),
+        sequential.wallS,
+      );
     }
     for (const arm of arms) {
       const concurrent = await agents(running.get(arm.name)!.target, options, CONCURRENT_AGENTS, AGENT_TURNS, "conc");
       record(arm, `${CONCURRENT_AGENTS} agents: all turns`, concurrent.samples, concurrent.wallS);
-      record(arm, `${CONCURRENT_AGENTS} agents: warm turns`, concurrent.samples.filter((sample) => sample.kind === "agent-warm"), concurrent.wallS);
+      record(
+        arm,
+        `${CONCURRENT_AGENTS} agents: warm turns`,
+        concurrent.samples.filter((sample) => sample.kind === "agent-warm"),
+        concurrent.wallS,
+      );
     }
     for (const arm of arms) {
       const distinct = await burst(running.get(arm.name)!.target, options, BURST);
@@ -246,8 +278,18 @@ try {
   for (const arm of arms) {
     const mix = await poissonMix(running.get(arm.name)!.target, { ...WORKLOAD, salt: `${salt} mix` }, MIX_RATE, MIX_SECONDS, SLOTS, 0.5);
     record(arm, `Poisson mix ${MIX_SECONDS} s`, mix.samples, mix.wallS);
-    record(arm, "Poisson mix: agent turns", mix.samples.filter((sample) => sample.kind !== "one-shot"), mix.wallS);
-    record(arm, "Poisson mix: one-shots", mix.samples.filter((sample) => sample.kind === "one-shot"), mix.wallS);
+    record(
+      arm,
+      "Poisson mix: agent turns",
+      mix.samples.filter((sample) => sample.kind !== "one-shot"),
+      mix.wallS,
+    );
+    record(
+      arm,
+      "Poisson mix: one-shots",
+      mix.samples.filter((sample) => sample.kind === "one-shot"),
+      mix.wallS,
+    );
   }
 } finally {
   for (const server of running.values()) await server.close();
@@ -264,7 +306,19 @@ const report = {
   radixgateBinary: localBuildPresent() ? "localBuild (node-llama-cpp compiled on this machine)" : "prebuilt (node-llama-cpp's npm binary)",
   llamaServer: binary,
   model: "preset:bench (25.2M parameters, seed 1), CPU",
-  settings: { slots: SLOTS, threads: THREADS, contextPerSlot: CONTEXT_PER_SLOT, batchSize: BATCH, decodeTokens: DECODE_TOKENS, agentTurns: AGENT_TURNS, concurrentAgents: CONCURRENT_AGENTS, burst: BURST, mixSeconds: MIX_SECONDS, mixRatePerS: MIX_RATE, ...WORKLOAD },
+  settings: {
+    slots: SLOTS,
+    threads: THREADS,
+    contextPerSlot: CONTEXT_PER_SLOT,
+    batchSize: BATCH,
+    decodeTokens: DECODE_TOKENS,
+    agentTurns: AGENT_TURNS,
+    concurrentAgents: CONCURRENT_AGENTS,
+    burst: BURST,
+    mixSeconds: MIX_SECONDS,
+    mixRatePerS: MIX_RATE,
+    ...WORKLOAD,
+  },
   machineLoad: {
     loadAverage1mAtStart: loadAtStart,
     loadAverage1mAtEnd: loadavg()[0]!,
@@ -301,9 +355,15 @@ function markdown(): string {
   lines.push(`| --- | ${counts.map(() => "---").join(" | ")} | ${counts.map(() => "---").join(" | ")} |`);
   for (const r of all) {
     const reference = r.spec.threadsPerWorker * r.spec.workers === 1 && THREADS !== 1 ? results.get("llama-server (1 thread)")! : peer;
-    lines.push(`| ${r.arm} | ${counts.map((c) => fmt(r.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} | ${counts.map((c) => ratio(r.decode[c]?.tokensPerS ?? Number.NaN, reference.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} |`);
+    lines.push(
+      `| ${r.arm} | ${counts.map((c) => fmt(r.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} | ${counts.map((c) => ratio(r.decode[c]?.tokensPerS ?? Number.NaN, reference.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} |`,
+    );
   }
-  lines.push("", "Ratios compare arms of the same thread count (the 1-thread arms with llama-server at 1 thread). Target for one worker: >= 0.9x at 1, 2 and 4.", "");
+  lines.push(
+    "",
+    "Ratios compare arms of the same thread count (the 1-thread arms with llama-server at 1 thread). Target for one worker: >= 0.9x at 1, 2 and 4.",
+    "",
+  );
   lines.push("## Workloads (TTFT in ms, client-side, streamed)", "");
   lines.push("| workload | arm | n | TTFT mean | p50 | p99 | output tokens/s | wall s | mean vs llama-server | p99 vs llama-server | wall vs llama-server |");
   lines.push("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");

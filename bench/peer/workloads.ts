@@ -115,7 +115,9 @@ export async function decodeThroughput(target: Target, options: WorkloadOptions,
   const random = mulberry32(options.seed + count);
   const startedAt = performance.now();
   const samples = await Promise.all(
-    Array.from({ length: count }, (_, i) => chat(target, [{ role: "user", content: `${options.salt} decode ${count}-${i} ${wordsOf(random, 8)}` }], maxTokens, `decode-${count}`, startedAt)),
+    Array.from({ length: count }, (_, i) =>
+      chat(target, [{ role: "user", content: `${options.salt} decode ${count}-${i} ${wordsOf(random, 8)}` }], maxTokens, `decode-${count}`, startedAt),
+    ),
   );
   const wallS = (performance.now() - startedAt) / 1000;
   const tokens = samples.reduce((sum, sample) => sum + sample.completionTokens, 0);
@@ -141,7 +143,9 @@ export async function agents(target: Target, options: WorkloadOptions, sessions:
 /** Distinct prompts all at once. */
 export async function burst(target: Target, options: WorkloadOptions, count: number) {
   const startedAt = performance.now();
-  const samples = await Promise.all(Array.from({ length: count }, (_, i) => chat(target, oneShot(options, 2000 + i, `burst-${i}`), options.maxTokens, "burst", startedAt)));
+  const samples = await Promise.all(
+    Array.from({ length: count }, (_, i) => chat(target, oneShot(options, 2000 + i, `burst-${i}`), options.maxTokens, "burst", startedAt)),
+  );
   return { samples, wallS: (performance.now() - startedAt) / 1000 };
 }
 

@@ -13,7 +13,6 @@ const PER_GROUP = 50; // conversations per group
 const SUFFIX_TOKENS = 100;
 const VOCAB = 32_000;
 
-
 const rnd = mulberry32(1);
 const randomTokens = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rnd() * VOCAB));
 const systems = Array.from({ length: GROUPS }, () => randomTokens(SYSTEM_TOKENS));
@@ -23,7 +22,9 @@ function time(label: string, ops: number, body: () => void): void {
   const start = process.hrtime.bigint();
   body();
   const ms = Number(process.hrtime.bigint() - start) / 1e6;
-  console.log(`${label.padEnd(44)} ${ops.toString().padStart(7)} ops  ${((ops / ms) * 1000).toFixed(0).padStart(9)} ops/s  (${((ms * 1000) / ops).toFixed(2)} us/op)`);
+  console.log(
+    `${label.padEnd(44)} ${ops.toString().padStart(7)} ops  ${((ops / ms) * 1000).toFixed(0).padStart(9)} ops/s  (${((ms * 1000) / ops).toFixed(2)} us/op)`,
+  );
 }
 
 let now = 0;
@@ -82,4 +83,6 @@ time("insert with capacity eviction", inserts.length, () => {
     sink += tree.insert(WORKERS[i % WORKERS.length]!, p).evicted.length;
   });
 });
-console.log(`tree: ${tree.tokenCount} tokens, ${tree.nodeCount} nodes; heap used ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB (sink ${sink % 7})`);
+console.log(
+  `tree: ${tree.tokenCount} tokens, ${tree.nodeCount} nodes; heap used ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB (sink ${sink % 7})`,
+);

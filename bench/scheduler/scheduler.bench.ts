@@ -217,7 +217,9 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   const nextSlot = new Int32Array(WORKERS);
   // What each slot was last told to hold, held WEAKLY: the heap reading below counts a prompt
   // array as the scheduler's slot mirror only if something else (the scheduler) keeps it.
-  const slotHolds: (WeakRef<readonly number[]> | undefined)[][] = workerIds.map(() => new Array<WeakRef<readonly number[]> | undefined>(p.slots).fill(undefined));
+  const slotHolds: (WeakRef<readonly number[]> | undefined)[][] = workerIds.map(() =>
+    new Array<WeakRef<readonly number[]> | undefined>(p.slots).fill(undefined),
+  );
   const inFlightOn = new Int32Array(WORKERS);
   const maxInFlight = IN_FLIGHT_PER_WORKER * WORKERS;
   const inFlight: { ticket: PlacementTicket; hit: number; ttftMs: number; outputTokens: number }[] = [];
@@ -305,7 +307,13 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     if ((i + 1) % Math.ceil(p.warmupRequests / 2) === 0) progress("warm-up", i + 1, p.warmupRequests);
   }
   const cachedAll = () => workerIds.reduce((sum, id) => sum + tree.cachedTokens(id), 0);
-  const warmup = { requests: p.warmupRequests, treeTokens: tree.tokenCount, treeNodes: tree.nodeCount, reachedTarget: tree.tokenCount >= TREE_TARGET_TOKENS, cachedTokensAllWorkers: cachedAll() };
+  const warmup = {
+    requests: p.warmupRequests,
+    treeTokens: tree.tokenCount,
+    treeNodes: tree.nodeCount,
+    reachedTarget: tree.tokenCount >= TREE_TARGET_TOKENS,
+    cachedTokensAllWorkers: cachedAll(),
+  };
 
   // Heap of everything the scheduler keeps, the tree and its slot mirror (the prompts it
   // was told each slot holds, if it keeps them: shared with the requests in flight). A
@@ -371,7 +379,12 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
       cycleUs: summarize(cycleNs),
       timerOverheadNs,
     },
-    tree: { tokens: tree.tokenCount, nodes: tree.nodeCount, cachedTokensAllWorkers: cachedAll(), cachedTokensPerWorker: workerIds.map((id) => tree.cachedTokens(id)) },
+    tree: {
+      tokens: tree.tokenCount,
+      nodes: tree.nodeCount,
+      cachedTokensAllWorkers: cachedAll(),
+      cachedTokensPerWorker: workerIds.map((id) => tree.cachedTokens(id)),
+    },
     heap: {
       measured: gc !== undefined,
       ...(gc !== undefined
@@ -503,7 +516,8 @@ function markdown(report: Report): string {
       `${IN_FLIGHT_PER_WORKER * WORKERS} are in flight (${IN_FLIGHT_PER_WORKER} per worker on average). Each arm runs in a fresh process; the arms of a workload place the same requests.`,
     "",
     ...Object.entries(report.workloads).map(
-      ([name, w]) => `- ${name}: ${w.describe}; ${w.slots} slots per worker; warm-up ${fmt(w.warmupRequests)} requests, then ${fmt(w.measuredRequests)} measured.`,
+      ([name, w]) =>
+        `- ${name}: ${w.describe}; ${w.slots} slots per worker; warm-up ${fmt(w.warmupRequests)} requests, then ${fmt(w.measuredRequests)} measured.`,
     ),
     "",
     "| workload | policy | n | decisions/s | cycles/s | place p50 / p99 / max (us) | tree tokens / nodes | heap B per tree token (w/o slot mirror) | reasons | matched | hit on chosen |",
@@ -511,7 +525,8 @@ function markdown(report: Report): string {
   ];
   for (const arm of report.arms) {
     const m = arm.measured;
-    const heap = arm.heap.bytesPerTreeToken === undefined ? "no gc" : `${fmt(arm.heap.bytesPerTreeToken, 1)} (${fmt(arm.heap.bytesPerTreeTokenWithoutMirror!, 1)})`;
+    const heap =
+      arm.heap.bytesPerTreeToken === undefined ? "no gc" : `${fmt(arm.heap.bytesPerTreeToken, 1)} (${fmt(arm.heap.bytesPerTreeTokenWithoutMirror!, 1)})`;
     const reasons = Object.entries(arm.reasons)
       .sort((a, b) => b[1] - a[1])
       .map(([reason, share]) => `${reason} ${pct(share)}`)
@@ -537,11 +552,14 @@ function markdown(report: Report): string {
     ...(short.length > 0
       ? [
           `- Below ${fmt(TREE_TARGET_TOKENS)} distinct tokens after the warm-up: ${short
-            .map((arm) => `${arm.workload}/${arm.policy} (${fmt(arm.warmup.treeTokens)} distinct, ${fmt(arm.warmup.cachedTokensAllWorkers)} summed over workers: it keeps the same prefixes on several workers)`)
+            .map(
+              (arm) =>
+                `${arm.workload}/${arm.policy} (${fmt(arm.warmup.treeTokens)} distinct, ${fmt(arm.warmup.cachedTokensAllWorkers)} summed over workers: it keeps the same prefixes on several workers)`,
+            )
             .join("; ")}.`,
         ]
       : []),
-    `- Target (issue): >= 100,000 decisions/s with p99 < 100 us on ToolBench. Max latencies include GC pauses.`,
+    `- Target: >= 100,000 decisions/s with p99 < 100 us on ToolBench. Max latencies include GC pauses.`,
     "",
   );
   return lines.join("\n");
@@ -597,7 +615,13 @@ async function main(): Promise<void> {
     quick: args.quick,
     gcExposed: gc !== undefined,
     loadAverage: { before: loadBefore, after: os.loadavg() },
-    fleet: { workers: WORKERS, capacityTokensPerWorker: CAPACITY_TOKENS, timeModel: TIME_MODEL, inFlightPerWorker: IN_FLIGHT_PER_WORKER, treeTargetTokens: TREE_TARGET_TOKENS },
+    fleet: {
+      workers: WORKERS,
+      capacityTokensPerWorker: CAPACITY_TOKENS,
+      timeModel: TIME_MODEL,
+      inFlightPerWorker: IN_FLIGHT_PER_WORKER,
+      treeTargetTokens: TREE_TARGET_TOKENS,
+    },
     workloads: Object.fromEntries(
       WORKLOADS.map((workload) => {
         const records = workload === "mooncake" ? readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE).length : 0;

@@ -161,13 +161,15 @@ export function gpuSpec(name: string, options: GpuOptions = {}): WorkerSpec {
   const timeModel = TIME_MODEL_PRESETS[card.timeModel];
   if (!timeModel) throw new Error(`no time model preset "${card.timeModel}"`);
   if (isIdealised(name)) return idealisedSpec(name, timeModel, options);
-  if (options.capacityTokens !== undefined) throw new Error(`${name}: KV is slots x contextSize per slot; set --context-size or --slots, not --capacity-tokens`);
+  if (options.capacityTokens !== undefined)
+    throw new Error(`${name}: KV is slots x contextSize per slot; set --context-size or --slots, not --capacity-tokens`);
   const kvTokens = kvTokensOf(card);
   const contextSize = options.contextSize ?? DEFAULT_CONTEXT_SIZE;
   const slots = options.slots ?? Math.min(MAX_SLOTS, Math.floor(kvTokens / contextSize));
   if (slots > MAX_SLOTS) throw new Error(`${name}: ${slots} slots; config.yml allows at most ${MAX_SLOTS}`);
   if (slots < 1) throw new Error(`${name}: a ${contextSize}-token slot does not fit the card's KV (${kvTokens} tokens)`);
-  if (slots * contextSize > kvTokens) throw new Error(`${name}: ${slots} slots x ${contextSize} tokens = ${slots * contextSize} do not fit the card's KV (${kvTokens} tokens)`);
+  if (slots * contextSize > kvTokens)
+    throw new Error(`${name}: ${slots} slots x ${contextSize} tokens = ${slots * contextSize} do not fit the card's KV (${kvTokens} tokens)`);
   const spill = spillSpecOf(options.spillBytes ?? SPILL_DEFAULTS.budgetBytes, card.kvBytesPerToken);
   return {
     timeModel,
@@ -186,7 +188,14 @@ function idealisedSpec(name: string, timeModel: TimeModelCoefficients, options: 
   if (options.contextSize !== undefined || options.spillBytes !== undefined) {
     throw new Error(`${name}: an idealised card has one shared pool and no state store; --context-size and --spill-bytes apply to the real cards`);
   }
-  return { timeModel, slots: options.slots ?? 256, capacityTokens: options.capacityTokens ?? 200_000, batchTokens: GPU_BATCH_TOKENS, ...LOCAL, decodeBatching: "shared" };
+  return {
+    timeModel,
+    slots: options.slots ?? 256,
+    capacityTokens: options.capacityTokens ?? 200_000,
+    batchTokens: GPU_BATCH_TOKENS,
+    ...LOCAL,
+    decodeBatching: "shared",
+  };
 }
 
 /**

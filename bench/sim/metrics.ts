@@ -33,7 +33,17 @@ export interface ArmSummary {
     /** Requests per tenth of cached fraction: [0, 0.1), ..., [0.9, 1]. */
     histogram: number[];
   };
-  workers: { id: string; utilisation: number; busyMs: number; placed: number; prefillTokens: number; decodeTokens: number; evictions: number; roomWaits: number; preemptions: number }[];
+  workers: {
+    id: string;
+    utilisation: number;
+    busyMs: number;
+    placed: number;
+    prefillTokens: number;
+    decodeTokens: number;
+    evictions: number;
+    roomWaits: number;
+    preemptions: number;
+  }[];
   imbalance: {
     /** Busiest worker's busy time / the mean. 1 = perfectly even. */
     busyMaxOverMean: number;

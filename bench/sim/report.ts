@@ -88,7 +88,10 @@ export function headlines(arms: readonly ArmRecord[]): Headline[] {
     const vsCacheAware = against(find("cache-aware"));
     const targets: Headline["targets"] = [];
     if (vsRoundrobin) {
-      for (const [label, value] of [["E2E", vsRoundrobin.meanE2e], ["TTFT", vsRoundrobin.meanTtft]] as const) {
+      for (const [label, value] of [
+        ["E2E", vsRoundrobin.meanE2e],
+        ["TTFT", vsRoundrobin.meanTtft],
+      ] as const) {
         targets.push({
           name: `mean ${label} <= roundrobin / ${PREBLE_GAIN}`,
           met: value <= 1 / PREBLE_GAIN,
@@ -97,13 +100,23 @@ export function headlines(arms: readonly ArmRecord[]): Headline[] {
       }
     }
     if (vsCacheAware) {
-      for (const [label, value] of [["E2E", vsCacheAware.meanE2e], ["TTFT", vsCacheAware.meanTtft]] as const) {
+      for (const [label, value] of [
+        ["E2E", vsCacheAware.meanE2e],
+        ["TTFT", vsCacheAware.meanTtft],
+      ] as const) {
         targets.push({ name: `mean ${label} below cache-aware`, met: value < 1, detail: `preble / cache-aware = ${value.toFixed(2)}` });
       }
     }
     if (vsRoundrobin && vsCacheAware) {
-      for (const [label, rr, ca] of [["E2E", vsRoundrobin.p99E2e, vsCacheAware.p99E2e], ["TTFT", vsRoundrobin.p99Ttft, vsCacheAware.p99Ttft]] as const) {
-        targets.push({ name: `p99 ${label} below both`, met: rr < 1 && ca < 1, detail: `preble / roundrobin = ${rr.toFixed(2)}, preble / cache-aware = ${ca.toFixed(2)}` });
+      for (const [label, rr, ca] of [
+        ["E2E", vsRoundrobin.p99E2e, vsCacheAware.p99E2e],
+        ["TTFT", vsRoundrobin.p99Ttft, vsCacheAware.p99Ttft],
+      ] as const) {
+        targets.push({
+          name: `p99 ${label} below both`,
+          met: rr < 1 && ca < 1,
+          detail: `preble / roundrobin = ${rr.toFixed(2)}, preble / cache-aware = ${ca.toFixed(2)}`,
+        });
       }
     }
     const first = group[0]!;
@@ -163,7 +176,8 @@ export function markdown(report: SimReport): string {
     );
   }
   lines.push("", "## Workloads", "");
-  for (const [name, w] of Object.entries(report.workloads)) lines.push(`- **${name}** (${w.requests} requests built${w.kind === "burst" ? ", cut per load" : ""}): ${w.describe}.`);
+  for (const [name, w] of Object.entries(report.workloads))
+    lines.push(`- **${name}** (${w.requests} requests built${w.kind === "burst" ? ", cut per load" : ""}): ${w.describe}.`);
 
   const heads = report.headline.filter((h) => h.workload === "toolbench-zipf" || h.workload === "mooncake");
   if (heads.length > 0) {
@@ -184,7 +198,9 @@ export function markdown(report: SimReport): string {
         `| ${h.workload} | ${h.gpu} x ${h.workers} | ${h.load} | ${ratio(rr?.meanE2e)} | ${ratio(rr?.meanTtft)} | ${ratio(ca?.meanE2e)} | ${ratio(ca?.meanTtft)} | ${ratio(rr?.p99E2e)} / ${ratio(ca?.p99E2e)} | ${ratio(rr?.p99Ttft)} / ${ratio(ca?.p99Ttft)} | ${met} of ${h.targets.length} |`,
       );
     }
-    const missed = heads.flatMap((h) => h.targets.filter((t) => !t.met).map((t) => `${h.workload} ${h.gpu} x ${h.workers} at load ${h.load}: ${t.name}: ${t.detail}`));
+    const missed = heads.flatMap((h) =>
+      h.targets.filter((t) => !t.met).map((t) => `${h.workload} ${h.gpu} x ${h.workers} at load ${h.load}: ${t.name}: ${t.detail}`),
+    );
     if (missed.length > 0) lines.push("", "Missed:", "", ...missed.map((m) => `- ${m}`));
   }
 
@@ -245,11 +261,11 @@ export function svgChart(arms: readonly ArmRecord[]): string {
   const width = 860;
   const height = 340;
   const panel = { w: 340, h: 220, top: 50, left: [70, 490] };
-  const escape = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;");
+  const escapeXml = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;");
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${width}" height="${height}" fill="white"/>`,
-    `<text x="${width / 2}" y="20" text-anchor="middle" font-size="14">${escape(`${first.workload}: ${first.workers} x ${first.gpu} (simulated), mean latency vs load`)}</text>`,
+    `<text x="${width / 2}" y="20" text-anchor="middle" font-size="14">${escapeXml(`${first.workload}: ${first.workers} x ${first.gpu} (simulated), mean latency vs load`)}</text>`,
   ];
   (["ttftMs", "e2eMs"] as const).forEach((metric, p) => {
     const x0 = panel.left[p]!;
@@ -265,7 +281,10 @@ export function svgChart(arms: readonly ArmRecord[]): string {
     for (let e = lo; e <= hi; e++) {
       const yy = y(10 ** e).toFixed(1);
       const label = 10 ** e >= 1000 ? `${10 ** (e - 3)} s` : `${10 ** e} ms`;
-      out.push(`<line x1="${x0}" y1="${yy}" x2="${x0 + panel.w}" y2="${yy}" stroke="#ddd"/>`, `<text x="${x0 - 6}" y="${yy}" text-anchor="end" dominant-baseline="middle">${label}</text>`);
+      out.push(
+        `<line x1="${x0}" y1="${yy}" x2="${x0 + panel.w}" y2="${yy}" stroke="#ddd"/>`,
+        `<text x="${x0 - 6}" y="${yy}" text-anchor="end" dominant-baseline="middle">${label}</text>`,
+      );
     }
     for (const load of loads) {
       out.push(`<text x="${x(load).toFixed(1)}" y="${panel.top + panel.h + 16}" text-anchor="middle">${load}</text>`);
@@ -286,7 +305,10 @@ export function svgChart(arms: readonly ArmRecord[]): string {
   });
   policies.forEach((policy, i) => {
     const lx = 70 + i * 130;
-    out.push(`<rect x="${lx}" y="${height - 22}" width="14" height="4" fill="${COLORS[policy] ?? "#000"}"/>`, `<text x="${lx + 20}" y="${height - 16}">${escape(policy)}</text>`);
+    out.push(
+      `<rect x="${lx}" y="${height - 22}" width="14" height="4" fill="${COLORS[policy] ?? "#000"}"/>`,
+      `<text x="${lx + 20}" y="${height - 16}">${escapeXml(policy)}</text>`,
+    );
   });
   out.push("</svg>", "");
   return out.join("\n");

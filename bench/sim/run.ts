@@ -54,7 +54,22 @@ interface Args {
 const USAGE = `usage: npx tsx bench/sim/run.ts [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
 
 function parseArgs(argv: readonly string[]): Args {
-  const known = new Set(["--workload", "--workers", "--gpu", "--time-model", "--policies", "--loads", "--seed", "--salt", "--requests", "--context-size", "--slots", "--spill-bytes", "--capacity-tokens", "--out"]);
+  const known = new Set([
+    "--workload",
+    "--workers",
+    "--gpu",
+    "--time-model",
+    "--policies",
+    "--loads",
+    "--seed",
+    "--salt",
+    "--requests",
+    "--context-size",
+    "--slots",
+    "--spill-bytes",
+    "--capacity-tokens",
+    "--out",
+  ]);
   const values = new Map<string, string>();
   let perRequest = false;
   for (let i = 0; i < argv.length; i++) {
@@ -66,10 +81,15 @@ function parseArgs(argv: readonly string[]): Args {
     } else if (known.has(flag) && argv[i + 1] !== undefined) values.set(flag, argv[++i]!);
     else throw new Error(`unknown or incomplete argument ${flag}\n${USAGE}`);
   }
-  const list = (flag: string, fallback: string) => (values.get(flag) ?? fallback).split(",").map((item) => item.trim()).filter((item) => item !== "");
+  const list = (flag: string, fallback: string) =>
+    (values.get(flag) ?? fallback)
+      .split(",")
+      .map((item) => item.trim())
+      .filter((item) => item !== "");
   const positive = (flag: string, raw: string, integer: boolean) => {
     const value = Number(raw);
-    if (!(value > 0) || (integer && !Number.isSafeInteger(value))) throw new Error(`${flag} needs ${integer ? "positive integers" : "positive numbers"}, got ${raw}`);
+    if (!(value > 0) || (integer && !Number.isSafeInteger(value)))
+      throw new Error(`${flag} needs ${integer ? "positive integers" : "positive numbers"}, got ${raw}`);
     return value;
   };
   const optionalInt = (flag: string) => (values.has(flag) ? positive(flag, values.get(flag)!, true) : undefined);
@@ -85,7 +105,8 @@ function parseArgs(argv: readonly string[]): Args {
   if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`--seed needs a non-negative integer, got ${seedRaw}`);
   const spillRaw = values.get("--spill-bytes");
   const spillBytes = spillRaw === undefined ? undefined : Number(spillRaw);
-  if (spillBytes !== undefined && !(Number.isSafeInteger(spillBytes) && spillBytes >= 0)) throw new Error(`--spill-bytes needs a non-negative integer, got ${spillRaw}`);
+  if (spillBytes !== undefined && !(Number.isSafeInteger(spillBytes) && spillBytes >= 0))
+    throw new Error(`--spill-bytes needs a non-negative integer, got ${spillRaw}`);
   const saltRaw = values.get("--salt");
   const salt = saltRaw === undefined ? randomInt(2 ** 31) : Number(saltRaw);
   if (!Number.isSafeInteger(salt) || salt < 0) throw new Error(`--salt needs a non-negative integer, got ${saltRaw}`);
@@ -112,10 +133,10 @@ function parseArgs(argv: readonly string[]): Args {
 function specOf(gpu: string, args: Args): WorkerSpec {
   const { contextSize, slots, spillBytes, capacityTokens } = args;
   if (gpu !== "cpu") return gpuSpec(gpu, { contextSize, slots, spillBytes, capacityTokens });
-  if (spillBytes !== undefined || capacityTokens !== undefined) throw new Error("--gpu cpu: --spill-bytes and --capacity-tokens apply to GPU cards; the cpu card is slots x --context-size");
+  if (spillBytes !== undefined || capacityTokens !== undefined)
+    throw new Error("--gpu cpu: --spill-bytes and --capacity-tokens apply to GPU cards; the cpu card is slots x --context-size");
   return cpuSpec(readTimeModelFile(args.timeModel!), { slots, contextSize });
 }
-
 
 function commandLine(): string {
   const script = process.argv[1]?.replace(`${process.cwd()}/`, "") ?? "bench/sim/run.ts";
@@ -157,7 +178,8 @@ async function main(): Promise<void> {
               progressEvery: Math.max(100, Math.ceil(loaded.requests.length / 4)),
               // Within an arm, only when it runs long.
               onProgress: (completed, all, simulatedMs) => {
-                if (performance.now() - armStarted > 5000) process.stderr.write(`  [${done + 1}/${total}] ${label}: ${completed}/${all} done, ${fmt(simulatedMs / 1000)} s simulated\n`);
+                if (performance.now() - armStarted > 5000)
+                  process.stderr.write(`  [${done + 1}/${total}] ${label}: ${completed}/${all} done, ${fmt(simulatedMs / 1000)} s simulated\n`);
               },
             });
             const summary = summarize(result);

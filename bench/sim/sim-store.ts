@@ -80,7 +80,10 @@ export class SimStore {
     let ioMs = 0;
     let spilled = false;
     let restored = false;
-    if (held.length - shared >= spill.minTokens && !this.stored.some((entry) => entry.tokens.length >= held.length && commonPrefixLength(entry.tokens, held) === held.length)) {
+    if (
+      held.length - shared >= spill.minTokens &&
+      !this.stored.some((entry) => entry.tokens.length >= held.length && commonPrefixLength(entry.tokens, held) === held.length)
+    ) {
       this.store(held);
       spilled = true;
       ioMs += this.truth.copyMs(held.length) / 2;

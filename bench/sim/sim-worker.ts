@@ -138,7 +138,22 @@ export class SimWorker {
     readonly spec: WorkerSpec,
     private readonly sim: WorkerHost,
   ) {
-    this.stats = { id, placed: 0, steps: 0, busyMs: 0, prefillTokens: 0, decodeTokens: 0, evictions: 0, roomWaits: 0, preemptions: 0, spills: 0, restores: 0, lockWaits: 0, lockWaitMs: 0, contendedSteps: 0 };
+    this.stats = {
+      id,
+      placed: 0,
+      steps: 0,
+      busyMs: 0,
+      prefillTokens: 0,
+      decodeTokens: 0,
+      evictions: 0,
+      roomWaits: 0,
+      preemptions: 0,
+      spills: 0,
+      restores: 0,
+      lockWaits: 0,
+      lockWaitMs: 0,
+      contendedSteps: 0,
+    };
     this.truth = new TimeModel(spec.timeModel);
     this.base = spec.timeModel.base;
     this.slotTokens = new Array<TokenIds>(spec.slots).fill([]);

@@ -100,7 +100,12 @@ export function buildWorkload(name: WorkloadName, options: { seed: number; salt:
       const records = readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE).slice(0, size);
       // Chat requests that carry a system prompt and a conversation: more than one message.
       const requests = take(mooncakeRequests(records, { seed, salt }), size).map((request) => ({ ...request, messageCount: 2 }));
-      return { name, requests, kind: "open", describe: `Mooncake conversation trace, first ${records.length} records (arrivals, lengths, 512-token prefix blocks from hash_ids); 2 messages each` };
+      return {
+        name,
+        requests,
+        kind: "open",
+        describe: `Mooncake conversation trace, first ${records.length} records (arrivals, lengths, 512-token prefix blocks from hash_ids); 2 messages each`,
+      };
     }
     case "agent-loops": {
       const requests = agentLoopRequests({ seed, salt, sessions: size });

@@ -49,13 +49,16 @@ if (plan.phase === "capacity") {
 }
 
 lag.disable();
-send({
-  type: "done",
-  records: records.sort((a, b) => a.sentAtMs - b.sentAtMs),
-  health: {
-    transcriptSource: mix.transcriptSource,
-    eventLoopLagP99Ms: lag.percentile(99) / 1e6,
-    arrivalLatenessP99Ms: percentile(lateness, 99),
-    arrivalLatenessMaxMs: lateness.reduce((max, ms) => Math.max(max, ms), lateness.length > 0 ? 0 : Number.NaN),
+send(
+  {
+    type: "done",
+    records: records.sort((a, b) => a.sentAtMs - b.sentAtMs),
+    health: {
+      transcriptSource: mix.transcriptSource,
+      eventLoopLagP99Ms: lag.percentile(99) / 1e6,
+      arrivalLatenessP99Ms: percentile(lateness, 99),
+      arrivalLatenessMaxMs: lateness.reduce((max, ms) => Math.max(max, ms), lateness.length > 0 ? 0 : Number.NaN),
+    },
   },
-}, () => process.disconnect());
+  () => process.disconnect(),
+);

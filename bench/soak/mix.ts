@@ -93,7 +93,28 @@ function chatRole(role: string): ChatMessage["role"] {
   return role === "system" || role === "assistant" ? role : "user";
 }
 
-const FILLER = ["the", "tool", "returned", "a", "list", "of", "files", "and", "their", "sizes", "next", "open", "read", "line", "error", "test", "passes", "fix", "run", "agent"];
+const FILLER = [
+  "the",
+  "tool",
+  "returned",
+  "a",
+  "list",
+  "of",
+  "files",
+  "and",
+  "their",
+  "sizes",
+  "next",
+  "open",
+  "read",
+  "line",
+  "error",
+  "test",
+  "passes",
+  "fix",
+  "run",
+  "agent",
+];
 
 function fillerText(random: () => number, words: number): string {
   return Array.from({ length: words }, () => FILLER[Math.floor(random() * FILLER.length)]).join(" ");
@@ -123,7 +144,9 @@ export class RequestMix {
 
   /** Where agent turns come from, for the report. */
   get transcriptSource(): string {
-    return this.transcripts.length > 0 ? `${this.transcripts.length} ToolBench and SWE-agent transcripts (bench/data)` : "seeded filler text (bench/data could not be read)";
+    return this.transcripts.length > 0
+      ? `${this.transcripts.length} ToolBench and SWE-agent transcripts (bench/data)`
+      : "seeded filler text (bench/data could not be read)";
   }
 
   /** The next request of the mix, drawn by weight. */
@@ -221,7 +244,8 @@ export class RequestMix {
       turns.push(messages);
     }
     // A transcript whose first call is already too long still gives one (shortened) turn.
-    if (turns.length === 0) turns.push([{ role: "user", content: `Session ${sessionId}.\n${clip(transcript.calls[0]!.messages.at(-1)!.content, MESSAGE_CHARS)}` }]);
+    if (turns.length === 0)
+      turns.push([{ role: "user", content: `Session ${sessionId}.\n${clip(transcript.calls[0]!.messages.at(-1)!.content, MESSAGE_CHARS)}` }]);
     return turns;
   }
 
@@ -232,7 +256,8 @@ export class RequestMix {
     ];
     const turns: ChatMessage[][] = [];
     for (let i = 0; i < wanted; i++) {
-      if (i > 0) history.push({ role: "assistant", content: fillerText(this.random, 20) }, { role: "user", content: `tool result: ${fillerText(this.random, 30)}` });
+      if (i > 0)
+        history.push({ role: "assistant", content: fillerText(this.random, 20) }, { role: "user", content: `tool result: ${fillerText(this.random, 30)}` });
       turns.push([...history]);
     }
     return turns;
@@ -264,7 +289,9 @@ export class RequestMix {
 
   private abort(): RequestSpec {
     const early = this.random() < 0.5;
-    const abort: AbortPlan = early ? { when: "early", delayMs: 1 + Math.floor(this.random() * 20) } : { when: "after-first-token", delayMs: Math.floor(this.random() * 30) };
+    const abort: AbortPlan = early
+      ? { when: "early", delayMs: 1 + Math.floor(this.random() * 20) }
+      : { when: "after-first-token", delayMs: Math.floor(this.random() * 30) };
     return {
       kind: "abort",
       label: abort.when,
@@ -281,8 +308,16 @@ export class RequestMix {
     const faults: { label: string; body: string; expected: { status: number; code: string } }[] = [
       { label: "invalid JSON", body: `{"model": "${model}", "messages": [{"role": "user", "content": "hi"}`, expected: { status: 400, code: "invalid_json" } },
       { label: "messages not an array", body: JSON.stringify({ model, messages: "hi", max_tokens: 16 }), expected: { status: 400, code: "invalid_request" } },
-      { label: "max_tokens a string", body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], max_tokens: "16" }), expected: { status: 400, code: "invalid_request" } },
-      { label: "unknown model", body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "hi" }], max_tokens: 16 }), expected: { status: 404, code: "model_not_found" } },
+      {
+        label: "max_tokens a string",
+        body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], max_tokens: "16" }),
+        expected: { status: 400, code: "invalid_request" },
+      },
+      {
+        label: "unknown model",
+        body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "hi" }], max_tokens: 16 }),
+        expected: { status: 404, code: "model_not_found" },
+      },
     ];
     const fault = faults[Math.floor(this.random() * faults.length)]!;
     return { kind: "bad", label: fault.label, body: fault.body, headers: { "content-type": "application/json" }, stream: false, expected: fault.expected };

@@ -55,7 +55,9 @@ const MiB = 2 ** 20;
 
 function processRssBytes(pid: number): number | undefined {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
+    const line = readFileSync(`/proc/${pid}/status`, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("VmRSS:"));
     return line ? Number(line.split(/\s+/)[1]) * 1024 : undefined;
   } catch {
     return undefined;

@@ -14,7 +14,17 @@ export interface RunHeader {
   node: string;
   machine: { cores: number; cpu: string; memoryGiB: number; loadAverageAtStart: number[]; loadAverageAtEnd: number[] };
   server: { model: string; workers: number; slots: number; contextSize: number; threads: number; policy: string; logLevel: string };
-  durations: { soakMinutes: number; capacitySeconds: number; capacityConcurrency: number; loadFraction: number; killEveryS: number; reloadEveryS: number; warmUpS: number; hangBoundS: number; wallMinutes: number };
+  durations: {
+    soakMinutes: number;
+    capacitySeconds: number;
+    capacityConcurrency: number;
+    loadFraction: number;
+    killEveryS: number;
+    reloadEveryS: number;
+    warmUpS: number;
+    hangBoundS: number;
+    wallMinutes: number;
+  };
   mix: Record<string, number>;
   agentTurnsFrom: string;
   loadGenerator: string;
@@ -50,7 +60,12 @@ const CHECKS: Check[] = [
     value: (r) => `${r.soak.summary.bad.refusedInShape} / ${r.soak.summary.bad.sent}`,
     ok: (r) => r.soak.summary.bad.misanswered === 0,
   },
-  { name: "RSS growth, warm-up to end", target: "< 10 %", value: (r) => pct(growth(r.memory.warmUp?.rssMiB ?? Number.NaN, r.memory.end?.rssMiB ?? Number.NaN)), ok: (r) => growth(r.memory.warmUp?.rssMiB ?? Number.NaN, r.memory.end?.rssMiB ?? Number.NaN) < 0.1 },
+  {
+    name: "RSS growth, warm-up to end",
+    target: "< 10 %",
+    value: (r) => pct(growth(r.memory.warmUp?.rssMiB ?? Number.NaN, r.memory.end?.rssMiB ?? Number.NaN)),
+    ok: (r) => growth(r.memory.warmUp?.rssMiB ?? Number.NaN, r.memory.end?.rssMiB ?? Number.NaN) < 0.1,
+  },
   {
     name: "heapUsed growth, warm-up to end",
     target: "< 10 %",
@@ -64,14 +79,20 @@ const CHECKS: Check[] = [
     value: (r) => `${r.kills.filter((k) => !k.skipped).length} / ${r.health.restarts}`,
     ok: (r) => r.kills.filter((k) => !k.skipped).length === r.health.restarts,
   },
-  { name: "config reloads applied (and seen in /health)", target: "all", value: (r) => `${r.reloads.filter((x) => x.ok && x.visibleInHealth).length} / ${r.reloads.length}`, ok: (r) => r.reloads.every((x) => x.ok && x.visibleInHealth) },
+  {
+    name: "config reloads applied (and seen in /health)",
+    target: "all",
+    value: (r) => `${r.reloads.filter((x) => x.ok && x.visibleInHealth).length} / ${r.reloads.length}`,
+    ok: (r) => r.reloads.every((x) => x.ok && x.visibleInHealth),
+  },
 ];
 
 function requestsTable(summary: LoadSummary): string[] {
   const row = (label: string, o: Partial<Record<Outcome, number>>) =>
     `| ${label} | ${Object.values(o).reduce((a, b) => a + (b ?? 0), 0)} | ${o.completed ?? 0} | ${o.failed ?? 0} | ${o.aborted ?? 0} | ${o.hang ?? 0} | ${o.refused ?? 0} | ${o.misanswered ?? 0} |`;
   const all: Partial<Record<Outcome, number>> = {};
-  for (const counts of Object.values(summary.outcomesByKind)) for (const [outcome, n] of Object.entries(counts)) all[outcome as Outcome] = (all[outcome as Outcome] ?? 0) + n;
+  for (const counts of Object.values(summary.outcomesByKind))
+    for (const [outcome, n] of Object.entries(counts)) all[outcome as Outcome] = (all[outcome as Outcome] ?? 0) + n;
   return [
     "| requests | sent | completed | failed | abandoned by the client | hangs | bad, refused in shape | bad, otherwise |",
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -115,13 +136,21 @@ function isolationSection(r: IsolationResult): string[] {
     "",
     "| kill at (s) | worker | how | down after (ms) | back after (ms) | note |",
     "| ---: | --- | --- | ---: | ---: | --- |",
-    ...(r.kills.length === 0 ? ["| - | none: the soak was shorter than the kill interval | | | | |"] : r.kills.map((k) => `| ${fmt(k.atS, 1)} | ${k.worker} | ${k.method}${k.pid !== undefined ? ` pid ${k.pid}` : ""} | ${fmt(k.downAfterMs)} | ${fmt(k.backAfterMs)} | ${k.skipped ?? k.note ?? ""} |`)),
+    ...(r.kills.length === 0
+      ? ["| - | none: the soak was shorter than the kill interval | | | | |"]
+      : r.kills.map(
+          (k) =>
+            `| ${fmt(k.atS, 1)} | ${k.worker} | ${k.method}${k.pid !== undefined ? ` pid ${k.pid}` : ""} | ${fmt(k.downAfterMs)} | ${fmt(k.backAfterMs)} | ${k.skipped ?? k.note ?? ""} |`,
+        )),
     "",
     `| reload at (s) | ${RELOAD_KEY} | ok | took (ms) | in /health | restart needed | error |`,
     "| ---: | ---: | --- | ---: | --- | --- | --- |",
     ...(r.reloads.length === 0
       ? ["| - | none | | | | | |"]
-      : r.reloads.map((x) => `| ${fmt(x.atS, 1)} | ${x.quotaPerGroup} | ${x.ok ? "yes" : "**no**"} | ${fmt(x.durationMs, 1)} | ${x.visibleInHealth ? "yes" : "**no**"} | ${x.restartNeeded.join(", ")} | ${x.error ?? ""} |`)),
+      : r.reloads.map(
+          (x) =>
+            `| ${fmt(x.atS, 1)} | ${x.quotaPerGroup} | ${x.ok ? "yes" : "**no**"} | ${fmt(x.durationMs, 1)} | ${x.visibleInHealth ? "yes" : "**no**"} | ${x.restartNeeded.join(", ")} | ${x.error ?? ""} |`,
+        )),
     "",
     "| memory (MiB) | at (s) | server RSS | server heapUsed | worker processes' RSS |",
     "| --- | ---: | ---: | ---: | ---: |",
@@ -156,7 +185,9 @@ export function renderReport(header: RunHeader, results: readonly IsolationResul
       `a process by SIGKILL) and config.yml is rewritten and reloaded every ${d.reloadEveryS} s (${RELOAD_KEY} alternating). Memory is sampled ${d.warmUpS} s into the soak and 2 s before its end, ` +
       `${header.gcExposed ? "each after global.gc()" : "without a forced GC (run node with --expose-gc for one)"}. A request unanswered after ${d.hangBoundS} s is a hang.`,
     "",
-    `Mix: ${Object.entries(header.mix).map(([kind, w]) => `${kind} ${(w * 100).toFixed(0)} %`).join(", ")}; max_tokens 16-64 (agent turns up to 48), temperature 0. ` +
+    `Mix: ${Object.entries(header.mix)
+      .map(([kind, w]) => `${kind} ${(w * 100).toFixed(0)} %`)
+      .join(", ")}; max_tokens 16-64 (agent turns up to 48), temperature 0. ` +
       `Agent turns: sessions (x-session-id) of 2-5 turns replaying ${header.agentTurnsFrom}, messages cut to fit a slot; every turn re-sends the growing conversation. ` +
       "Aborts: streams the client abandons 1-20 ms after sending, or 0-30 ms after the first token. Bad requests: invalid JSON, messages not an array, max_tokens a string, an unknown model. " +
       "A failure without a first token is a good request that failed before any content reached the client; requests the client abandoned are not failures.",

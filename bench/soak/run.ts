@@ -35,7 +35,8 @@ const { values } = parseArgs({
 
 const RESULTS = values.results;
 if (!/^[a-z0-9-]+$/.test(RESULTS)) throw new RangeError("--results: a file name stem of lowercase letters, digits and dashes (bench/results/<stem>.md)");
-const ISOLATIONS: Isolation[] = values.isolation === "both" ? ["thread", "process"] : values.isolation === "thread" || values.isolation === "process" ? [values.isolation] : [];
+const ISOLATIONS: Isolation[] =
+  values.isolation === "both" ? ["thread", "process"] : values.isolation === "thread" || values.isolation === "process" ? [values.isolation] : [];
 if (ISOLATIONS.length === 0) throw new RangeError("--isolation: thread, process or both");
 const numbers = {
   minutes: Number(values.minutes),
@@ -48,7 +49,8 @@ const numbers = {
   seed: Number(values.seed),
 };
 for (const [name, value] of Object.entries(numbers)) {
-  if (!Number.isFinite(value) || value < 0 || (name !== "seed" && value === 0)) throw new RangeError(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: a positive number, not ${value}`);
+  if (!Number.isFinite(value) || value < 0 || (name !== "seed" && value === 0))
+    throw new RangeError(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: a positive number, not ${value}`);
 }
 if (!(numbers.loadFraction <= 1)) throw new RangeError("--load-fraction: at most 1");
 
@@ -81,7 +83,13 @@ const header: RunHeader = {
   date,
   command: `npm run bench:soak -- ${process.argv.slice(2).join(" ")}`.trim(),
   node: process.version,
-  machine: { cores: cpus().length, cpu: cpus()[0]?.model ?? "cpu", memoryGiB: Math.round(totalmem() / 2 ** 30), loadAverageAtStart, loadAverageAtEnd: loadavg() },
+  machine: {
+    cores: cpus().length,
+    cpu: cpus()[0]?.model ?? "cpu",
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    loadAverageAtStart,
+    loadAverageAtEnd: loadavg(),
+  },
   server: { model: `${SOAK_MODEL} (preset:tiny)`, ...SHAPE, policy: "preble (default)", logLevel: "warn" },
   durations: {
     soakMinutes: numbers.minutes,
@@ -91,13 +99,17 @@ const header: RunHeader = {
   },
   mix: DEFAULT_WEIGHTS,
   agentTurnsFrom: new RequestMix({ model: SOAK_MODEL, seed: 0, salt: "" }).transcriptSource,
-  loadGenerator: "The load generator runs in a child process of its own (`node --import tsx bench/soak/load.ts`): the event-loop lag measured is the server's alone (with the soak's own timers and /health polls).",
+  loadGenerator:
+    "The load generator runs in a child process of its own (`node --import tsx bench/soak/load.ts`): the event-loop lag measured is the server's alone (with the soak's own timers and /health polls).",
   gcExposed: typeof (globalThis as { gc?: unknown }).gc === "function",
 };
 
 mkdirSync("bench/results", { recursive: true });
 // Failures are kept in full up to a bound; /health samples every 2 s.
-const forJson = results.map((r) => ({ ...r, soak: { ...r.soak, failures: r.soak.failures.slice(0, 500), failuresKept: Math.min(500, r.soak.failures.length) } }));
+const forJson = results.map((r) => ({
+  ...r,
+  soak: { ...r.soak, failures: r.soak.failures.slice(0, 500), failuresKept: Math.min(500, r.soak.failures.length) },
+}));
 writeFileSync(`bench/results/${RESULTS}.json`, `${JSON.stringify({ ...header, results: forJson }, null, 2)}\n`);
 const md = renderReport(header, results);
 writeFileSync(`bench/results/${RESULTS}.md`, `${md}\n`);

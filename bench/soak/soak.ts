@@ -83,7 +83,11 @@ export interface IsolationResult {
     pollErrors: string[];
     samples: HealthSample[];
   };
-  memory: { warmUp?: MemorySample; end?: MemorySample; /** Every 30 s over the soak: where growth happens (after restarts or steadily). */ curve: MemorySample[] };
+  memory: {
+    warmUp?: MemorySample;
+    end?: MemorySample /** Every 30 s over the soak: where growth happens (after restarts or steadily). */;
+    curve: MemorySample[];
+  };
   eventLoop: { p50Ms: number; p99Ms: number; maxMs: number; perMinute: { minute: number; p99Ms: number; maxMs: number }[] };
   log: { tapped: boolean; lines: { level: string; msg: string; count: number; examples: string[] }[] };
 }
@@ -130,7 +134,11 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
     // nothing and would inflate the figure), scaled up to the whole mix by their share.
     const endMs = options.capacitySeconds * 1000;
     const answered = capacityRun.records.filter(
-      (r) => r.outcome === "completed" && (r.kind === "agent-turn" || r.kind === "one-shot" || r.kind === "stream") && r.sentAtMs >= endMs / 2 && r.sentAtMs + r.totalMs <= endMs,
+      (r) =>
+        r.outcome === "completed" &&
+        (r.kind === "agent-turn" || r.kind === "one-shot" || r.kind === "stream") &&
+        r.sentAtMs >= endMs / 2 &&
+        r.sentAtMs + r.totalMs <= endMs,
     ).length;
     const goodShare = DEFAULT_WEIGHTS["agent-turn"] + DEFAULT_WEIGHTS["one-shot"] + DEFAULT_WEIGHTS.stream;
     const capacity: CapacityResult = {
@@ -164,12 +172,16 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
       const workerId = server.workerIds[n % server.workerIds.length]!;
       const event: KillEvent = { atS: atS(), ...(await server.kill(workerId)) };
       kills.push(event);
-      progress(`${isolation}: t=${event.atS.toFixed(0)} s kill ${workerId} by ${event.method}${event.skipped ? ` skipped: ${event.skipped}` : ""}${event.note ? ` (${event.note})` : ""}`);
+      progress(
+        `${isolation}: t=${event.atS.toFixed(0)} s kill ${workerId} by ${event.method}${event.skipped ? ` skipped: ${event.skipped}` : ""}${event.note ? ` (${event.note})` : ""}`,
+      );
       if (event.skipped) return;
       const killedAt = performance.now();
       if ((await waitFor(() => !server.isAlive(workerId), 5_000)) !== undefined) event.downAfterMs = performance.now() - killedAt;
       if ((await waitFor(() => server.isAlive(workerId), 60_000)) !== undefined) event.backAfterMs = performance.now() - killedAt;
-      progress(`${isolation}: ${workerId} ${event.backAfterMs !== undefined ? `back after ${(event.backAfterMs / 1000).toFixed(1)} s` : "not back within 60 s"}`);
+      progress(
+        `${isolation}: ${workerId} ${event.backAfterMs !== undefined ? `back after ${(event.backAfterMs / 1000).toFixed(1)} s` : "not back within 60 s"}`,
+      );
     };
     const reload = async (n: number) => {
       const quotaPerGroup = RELOAD_VALUES[(n + 1) % RELOAD_VALUES.length]!;
@@ -183,7 +195,10 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
       const health = await poller.poll();
       event.visibleInHealth = health?.local?.quotaPerGroup === quotaPerGroup;
       reloads.push(event);
-      if (!event.ok || !event.visibleInHealth) progress(`${isolation}: t=${event.atS.toFixed(0)} s reload to ${RELOAD_KEY}=${quotaPerGroup}: ok=${event.ok}${event.error ? ` ${event.error}` : ""}, in /health: ${event.visibleInHealth}`);
+      if (!event.ok || !event.visibleInHealth)
+        progress(
+          `${isolation}: t=${event.atS.toFixed(0)} s reload to ${RELOAD_KEY}=${quotaPerGroup}: ok=${event.ok}${event.error ? ` ${event.error}` : ""}, in /health: ${event.visibleInHealth}`,
+        );
     };
     const memoryNow = () => sampleMemory(atS(), isolation === "process" ? server.workerPids() : []);
     const memoryAt = (key: "warmUp" | "end") => async () => {
@@ -225,7 +240,9 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
     const atEnd = await server.health();
     const summary = summarize(soakRun.records);
     const sumRestarts = (health: Health) => health.workers.reduce((sum, worker) => sum + worker.restarts, 0);
-    progress(`${isolation}: done, ${summary.sent} sent, ${summary.completed} completed, ${summary.failed} failed (${summary.failedWithoutFirstToken} without a first token), ${summary.hangs} hangs`);
+    progress(
+      `${isolation}: done, ${summary.sent} sent, ${summary.completed} completed, ${summary.failed} failed (${summary.failedWithoutFirstToken} without a first token), ${summary.hangs} hangs`,
+    );
     return {
       isolation,
       startedAt,

@@ -68,7 +68,15 @@ export function summarize(records: readonly RequestRecord[]): LoadSummary {
     byKind,
     outcomes: tally(records, (r) => r.outcome),
     outcomesByKind: Object.fromEntries(
-      REQUEST_KINDS.map((kind) => [kind, Object.fromEntries(tally(records.filter((r) => r.kind === kind), (r) => r.outcome).map((c) => [c.key, c.count]))]),
+      REQUEST_KINDS.map((kind) => [
+        kind,
+        Object.fromEntries(
+          tally(
+            records.filter((r) => r.kind === kind),
+            (r) => r.outcome,
+          ).map((c) => [c.key, c.count]),
+        ),
+      ]),
     ) as LoadSummary["outcomesByKind"],
     completed: records.filter((r) => r.outcome === "completed").length,
     failed: failed.length,

@@ -94,7 +94,7 @@ export function loadToolbenchTranscripts(dir: string = TOOLBENCH_ANSWERS): Trans
     const parsed: TranscriptCall[] = [];
     for (const call of calls) {
       const last = call[call.length - 1];
-      if (!last || last.role !== "assistant") throw new Error(`${file}: a train_messages call does not end with the assistant's answer`);
+      if (last?.role !== "assistant") throw new Error(`${file}: a train_messages call does not end with the assistant's answer`);
       parsed.push({ messages: call.slice(0, -1).map(toMessage), answer: messageText(last) });
     }
     transcripts.push({ id: `toolbench/${file.slice(dir.length)}`, source: "toolbench", calls: parsed });

@@ -62,7 +62,13 @@ export function readAzureTrace(path: string = AZURE_CONV_TRACE): AzureRecord[] {
     if (line === "") continue;
     const [time, context, generated] = line.split(",");
     const record = { timestampMs: parseTimestamp(time ?? ""), contextTokens: Number(context), generatedTokens: Number(generated) };
-    if (!Number.isFinite(record.timestampMs) || !Number.isInteger(record.contextTokens) || record.contextTokens < 1 || !Number.isInteger(record.generatedTokens) || record.generatedTokens < 0) {
+    if (
+      !Number.isFinite(record.timestampMs) ||
+      !Number.isInteger(record.contextTokens) ||
+      record.contextTokens < 1 ||
+      !Number.isInteger(record.generatedTokens) ||
+      record.generatedTokens < 0
+    ) {
       throw new Error(`${path}:${i + 1}: not a TIMESTAMP,ContextTokens,GeneratedTokens row`);
     }
     records.push(record);
@@ -73,7 +79,8 @@ export function readAzureTrace(path: string = AZURE_CONV_TRACE): AzureRecord[] {
 /** The records as requests, in trace order (arrivals relative to the first record). */
 export function azureRequests(records: readonly AzureRecord[], options: AzureOptions): WorkloadRequest[] {
   const o = { ...AZURE_DEFAULTS, ...options };
-  if (!(o.systemPrompts >= 1) || !(o.sharedFraction >= 0 && o.sharedFraction <= 1)) throw new RangeError("azureRequests: systemPrompts >= 1 and sharedFraction in [0, 1]");
+  if (!(o.systemPrompts >= 1) || !(o.sharedFraction >= 0 && o.sharedFraction <= 1))
+    throw new RangeError("azureRequests: systemPrompts >= 1 and sharedFraction in [0, 1]");
   const cdf = zipfCdf(o.systemPrompts, o.zipfA);
   const next = structureStream(o.seed, STRUCTURE);
   const start = records[0]?.timestampMs ?? 0;

@@ -21,7 +21,8 @@ const PROMPT = 0xc002;
 
 export function coldBurstRequests(options: ColdBurstOptions): WorkloadRequest[] {
   const o = { ...COLD_BURST_DEFAULTS, ...options };
-  if (!(o.count >= 1) || !(o.promptTokens.min >= 1) || !(o.promptTokens.max >= o.promptTokens.min)) throw new RangeError("coldBurstRequests: count >= 1 and 1 <= min <= max");
+  if (!(o.count >= 1) || !(o.promptTokens.min >= 1) || !(o.promptTokens.max >= o.promptTokens.min))
+    throw new RangeError("coldBurstRequests: count >= 1 and 1 <= min <= max");
   const next = structureStream(o.seed, STRUCTURE);
   return Array.from({ length: o.count }, (_, index) => {
     const length = o.promptTokens.min + Math.floor(next() * (o.promptTokens.max - o.promptTokens.min + 1));

@@ -47,7 +47,10 @@ export function readMooncakeTrace(path: string = MOONCAKE_CONVERSATION_TRACE, bl
       r.hash_ids.every((id) => Number.isInteger(id)) &&
       r.input_length! > (r.hash_ids.length - 1) * blockTokens &&
       r.input_length! <= r.hash_ids.length * blockTokens;
-    if (!ok) throw new Error(`${path}:${i + 1}: not a Mooncake record (timestamp, input_length, output_length, hash_ids with ceil(input_length / ${blockTokens}) ids)`);
+    if (!ok)
+      throw new Error(
+        `${path}:${i + 1}: not a Mooncake record (timestamp, input_length, output_length, hash_ids with ceil(input_length / ${blockTokens}) ids)`,
+      );
     records.push(r as MooncakeRecord);
   }
   return records;

@@ -90,7 +90,9 @@ function applyEnvOverrides(config: Config, env: NodeJS.ProcessEnv): void {
   }
   if (env.RADIXGATE_POLICY) config.scheduler.policy = env.RADIXGATE_POLICY;
   if (env.RADIXGATE_API_KEYS) {
-    const keys = env.RADIXGATE_API_KEYS.split(",").map((key) => key.trim()).filter((key) => key.length > 0);
+    const keys = env.RADIXGATE_API_KEYS.split(",")
+      .map((key) => key.trim())
+      .filter((key) => key.length > 0);
     config.server.apiKeys = [...new Set([...config.server.apiKeys, ...keys])];
   }
 }

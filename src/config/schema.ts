@@ -31,7 +31,8 @@ export const ModelConfigSchema = Type.Object(
       minimum: 1,
       maximum: 256,
       default: 1,
-      description: "llama.cpp CPU threads per worker. Never leave it to llama.cpp on small machines: its default oversubscribes a 2-core box (measured 500x slower).",
+      description:
+        "llama.cpp CPU threads per worker. Never leave it to llama.cpp on small machines: its default oversubscribes a 2-core box (measured 500x slower).",
     }),
     flashAttention: Type.Union([Type.Literal("auto"), Type.Boolean()], {
       default: "auto",
@@ -44,7 +45,8 @@ export const ModelConfigSchema = Type.Object(
     seed: Type.Integer({ minimum: 0, default: 1, description: "Seed of a generated `preset:` model." }),
     isolation: Type.Union([Type.Literal("auto"), Type.Literal("thread"), Type.Literal("process")], {
       default: "auto",
-      description: "thread: a worker thread in the host; process: a child process per worker (a native abort ends only that worker); auto: process when several GPUs are found, else thread.",
+      description:
+        "thread: a worker thread in the host; process: a child process per worker (a native abort ends only that worker); auto: process when several GPUs are found, else thread.",
     }),
   },
   CLOSED,
@@ -67,16 +69,26 @@ export const ConfigSchema = Type.Object(
           minimum: 16,
           maximum: 8192,
           default: 256,
-          description: "Longest client id accepted: `user`, `model`, the x-session-id, x-request-id and x-radixgate-worker headers and a path segment such as a model id (400, or 414 for the path, above it).",
+          description:
+            "Longest client id accepted: `user`, `model`, the x-session-id, x-request-id and x-radixgate-worker headers and a path segment such as a model id (400, or 414 for the path, above it).",
         }),
         apiKeys: live(
           Type.Array(Type.String({ minLength: 1 }), {
             default: [],
-            description: "Bearer keys clients must send (Authorization: Bearer <key>); empty = no authentication. Env RADIXGATE_API_KEYS (comma-separated) adds keys.",
+            description:
+              "Bearer keys clients must send (Authorization: Bearer <key>); empty = no authentication. Env RADIXGATE_API_KEYS (comma-separated) adds keys.",
           }),
         ),
-        maxConcurrentRequests: Type.Integer({ minimum: 1, default: 1024, description: "Requests the server holds at once (tokenizing, queued, running); beyond it, 429 with Retry-After." }),
-        shutdownTimeoutMs: Type.Integer({ minimum: 0, default: 30_000, description: "On SIGTERM, in-flight requests get this long to finish before they are cancelled." }),
+        maxConcurrentRequests: Type.Integer({
+          minimum: 1,
+          default: 1024,
+          description: "Requests the server holds at once (tokenizing, queued, running); beyond it, 429 with Retry-After.",
+        }),
+        shutdownTimeoutMs: Type.Integer({
+          minimum: 0,
+          default: 30_000,
+          description: "On SIGTERM, in-flight requests get this long to finish before they are cancelled.",
+        }),
         logLevel: Type.Union(
           ["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((level) => Type.Literal(level)),
           { default: "info" },
@@ -98,7 +110,11 @@ export const ConfigSchema = Type.Object(
     ),
     spill: Type.Object(
       {
-        budgetBytes: Type.Integer({ minimum: 0, default: 512 * 1024 * 1024, description: "Bytes of spilled KV states each worker keeps in host memory (0 = never spill)." }),
+        budgetBytes: Type.Integer({
+          minimum: 0,
+          default: 512 * 1024 * 1024,
+          description: "Bytes of spilled KV states each worker keeps in host memory (0 = never spill).",
+        }),
         minTokens: Type.Integer({ minimum: 1, default: 64, description: "Only an evicted part of at least this many tokens is saved." }),
         recentMs: Type.Integer({ minimum: 0, default: 600_000, description: "Only slot content used within this many ms is saved." }),
         dir: Type.String({ default: "", description: "Folder for state files; empty = /dev/shm where it exists, else the OS temp folder." }),
@@ -114,7 +130,11 @@ export const ConfigSchema = Type.Object(
     generation: Type.Object(
       {
         defaultMaxTokens: Type.Integer({ minimum: 1, default: 256, description: "Completion tokens when a request sets no max_tokens." }),
-        requestTimeoutMs: Type.Integer({ minimum: 0, default: 600_000, description: "A request still running after this long is cancelled and answered 504 (0 = no deadline)." }),
+        requestTimeoutMs: Type.Integer({
+          minimum: 0,
+          default: 600_000,
+          description: "A request still running after this long is cancelled and answered 504 (0 = no deadline).",
+        }),
       },
       SETTINGS_OBJECT,
     ),

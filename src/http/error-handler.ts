@@ -43,7 +43,10 @@ function fastifyError(error: FastifyError, request: FastifyRequest, limits: Http
       return new ServingError("unsupported_media_type", `The request body has ${got}; send it as application/json.`);
     }
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new ServingError("body_too_large", `The request body is larger than the ${limits.bodyLimitBytes} bytes this server accepts (server.bodyLimitBytes).`);
+      return new ServingError(
+        "body_too_large",
+        `The request body is larger than the ${limits.bodyLimitBytes} bytes this server accepts (server.bodyLimitBytes).`,
+      );
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
       return new ServingError("invalid_request", "The Content-Length header does not match the body; send the body's exact length in bytes.");
     case "FST_ERR_BAD_URL":
@@ -95,10 +98,16 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
   if (error.code === "ECONNRESET" || socket.destroyed) return;
   const serving =
     error.code === "HPE_HEADER_OVERFLOW"
-      ? new ServingError("headers_too_large", `The request line and headers are larger than the ${maxHeaderSize} bytes this server accepts; shorten the URL or the headers.`)
+      ? new ServingError(
+          "headers_too_large",
+          `The request line and headers are larger than the ${maxHeaderSize} bytes this server accepts; shorten the URL or the headers.`,
+        )
       : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
         ? new ServingError("request_timeout", "The request was not received in time; send the whole request without pausing.")
-        : new ServingError("invalid_http", `The request is not valid HTTP/1.1 (${clip(error.code ?? "parse error", 40)}); send a well-formed request line, headers and body.`);
+        : new ServingError(
+            "invalid_http",
+            `The request is not valid HTTP/1.1 (${clip(error.code ?? "parse error", 40)}); send a well-formed request line, headers and body.`,
+          );
   this.log.debug({ code: error.code }, "malformed HTTP request refused");
   if (socket.writable) {
     const body = JSON.stringify(errorBody(serving));
@@ -134,7 +143,10 @@ export function installErrorHandlers(app: FastifyInstance, limits: HttpLimits): 
     }
     return sendError(
       reply,
-      new ServingError("route_not_found", `There is no route ${clip(request.method, 20)} ${clip(path)}. See GET /v1/models, POST /v1/chat/completions, POST /v1/completions.`),
+      new ServingError(
+        "route_not_found",
+        `There is no route ${clip(request.method, 20)} ${clip(path)}. See GET /v1/models, POST /v1/chat/completions, POST /v1/completions.`,
+      ),
     );
   });
 }
@@ -233,4 +245,3 @@ function show(value: unknown): string {
   const shown = text.length > 60 ? `${text.slice(0, 57)}...` : text;
   return `${kind} ${shown}`;
 }
-

@@ -114,11 +114,34 @@ export const UNSUPPORTED_COMPLETION_PARAMETERS: Record<string, (value: unknown) 
 
 /** Constraint keywords the grammar converter ignores: output could break them. */
 const IGNORED_CONSTRAINTS = new Set([
-  "allOf", "not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies",
-  "pattern", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
-  "contains", "minContains", "maxContains", "uniqueItems", "minimum", "maximum",
-  "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "contentEncoding", "contentMediaType",
-  "contentSchema", "definitions", "$dynamicRef", "$recursiveRef",
+  "allOf",
+  "not",
+  "if",
+  "then",
+  "else",
+  "dependentSchemas",
+  "dependentRequired",
+  "dependencies",
+  "pattern",
+  "patternProperties",
+  "propertyNames",
+  "unevaluatedProperties",
+  "unevaluatedItems",
+  "contains",
+  "minContains",
+  "maxContains",
+  "uniqueItems",
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+  "contentEncoding",
+  "contentMediaType",
+  "contentSchema",
+  "definitions",
+  "$dynamicRef",
+  "$recursiveRef",
 ]);
 const TYPES = new Set(["string", "number", "integer", "boolean", "null", "object", "array"]);
 const STRING_FORMATS = new Set(["date-time", "date", "time"]);
@@ -196,7 +219,8 @@ function normalizeSchema(node: unknown, path: string, defsInScope: ReadonlySet<s
   }
   if (type === "object") {
     const properties = schema.properties ?? {};
-    if (properties === null || typeof properties !== "object" || Array.isArray(properties)) throw new UnsupportedSchemaError(`${path}.properties must be an object of schemas.`);
+    if (properties === null || typeof properties !== "object" || Array.isArray(properties))
+      throw new UnsupportedSchemaError(`${path}.properties must be an object of schemas.`);
     schema.properties = Object.fromEntries(
       Object.entries(properties).map(([name, property]) => [name, normalizeSchema(property, `${path}.properties.${name}`, scope)]),
     );

@@ -37,24 +37,117 @@ export class Metrics implements ServingObserver {
   constructor(fleet: Fleet, scheduler: GlobalScheduler) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    this.httpRequests = new Counter({ name: "radixgate_http_requests_total", help: "HTTP requests by route, method and status.", labelNames: ["route", "method", "status"], registers });
-    this.httpDuration = new Histogram({ name: "radixgate_http_request_duration_seconds", help: "HTTP request duration by route, method and status.", labelNames: ["route", "method", "status"], buckets: SECONDS_BUCKETS, registers });
-    this.requests = new Counter({ name: "radixgate_requests_total", help: "Completions by model, worker and outcome (ok, cancelled, or an error code).", labelNames: ["model", "worker", "outcome"], registers });
-    this.ttft = new Histogram({ name: "radixgate_ttft_seconds", help: "Time to first token, from placement to the first text.", labelNames: ["model"], buckets: SECONDS_BUCKETS, registers });
-    this.interToken = new Histogram({ name: "radixgate_inter_token_latency_seconds", help: "Time between two streamed text events of one request.", labelNames: ["model"], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1], registers });
-    this.queue = new Histogram({ name: "radixgate_queue_seconds", help: "Time a request waited in its worker's queue for a slot.", labelNames: ["model"], buckets: SECONDS_BUCKETS, registers });
-    this.promptTokens = new Histogram({ name: "radixgate_prompt_tokens", help: "Prompt tokens per request.", labelNames: ["model"], buckets: TOKEN_BUCKETS, registers });
-    this.cachedTokens = new Histogram({ name: "radixgate_cached_tokens", help: "Prompt tokens per request taken from the worker's KV cache (not evaluated).", labelNames: ["model"], buckets: [0, ...TOKEN_BUCKETS], registers });
-    this.cachedFraction = new Histogram({ name: "radixgate_cached_fraction", help: "Per request: cached tokens / prompt tokens.", labelNames: ["model"], buckets: [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1], registers });
-    this.completionTokens = new Histogram({ name: "radixgate_completion_tokens", help: "Completion tokens per request.", labelNames: ["model"], buckets: TOKEN_BUCKETS, registers });
-    this.evictions = new Counter({ name: "radixgate_worker_evictions_total", help: "Slot contents discarded (LRU) to serve another request.", labelNames: ["worker"], registers });
-    this.spills = new Counter({ name: "radixgate_worker_spills_total", help: "Evicted slot contents saved to the worker's state store.", labelNames: ["worker"], registers });
-    this.restores = new Counter({ name: "radixgate_worker_restores_total", help: "Requests whose prefix was loaded back from a spilled or copied state.", labelNames: ["worker"], registers });
-    this.restoreFailures = new Counter({ name: "radixgate_worker_restore_failures_total", help: "Stored KV states that failed to load (the request computed its prompt instead).", labelNames: ["worker"], registers });
-    this.placements = new Counter({ name: "radixgate_placements_total", help: "Placements by policy and reason (exploit, explore, rebalance, replicate, ...).", labelNames: ["policy", "reason"], registers });
+    this.httpRequests = new Counter({
+      name: "radixgate_http_requests_total",
+      help: "HTTP requests by route, method and status.",
+      labelNames: ["route", "method", "status"],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: "radixgate_http_request_duration_seconds",
+      help: "HTTP request duration by route, method and status.",
+      labelNames: ["route", "method", "status"],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.requests = new Counter({
+      name: "radixgate_requests_total",
+      help: "Completions by model, worker and outcome (ok, cancelled, or an error code).",
+      labelNames: ["model", "worker", "outcome"],
+      registers,
+    });
+    this.ttft = new Histogram({
+      name: "radixgate_ttft_seconds",
+      help: "Time to first token, from placement to the first text.",
+      labelNames: ["model"],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.interToken = new Histogram({
+      name: "radixgate_inter_token_latency_seconds",
+      help: "Time between two streamed text events of one request.",
+      labelNames: ["model"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    });
+    this.queue = new Histogram({
+      name: "radixgate_queue_seconds",
+      help: "Time a request waited in its worker's queue for a slot.",
+      labelNames: ["model"],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.promptTokens = new Histogram({
+      name: "radixgate_prompt_tokens",
+      help: "Prompt tokens per request.",
+      labelNames: ["model"],
+      buckets: TOKEN_BUCKETS,
+      registers,
+    });
+    this.cachedTokens = new Histogram({
+      name: "radixgate_cached_tokens",
+      help: "Prompt tokens per request taken from the worker's KV cache (not evaluated).",
+      labelNames: ["model"],
+      buckets: [0, ...TOKEN_BUCKETS],
+      registers,
+    });
+    this.cachedFraction = new Histogram({
+      name: "radixgate_cached_fraction",
+      help: "Per request: cached tokens / prompt tokens.",
+      labelNames: ["model"],
+      buckets: [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1],
+      registers,
+    });
+    this.completionTokens = new Histogram({
+      name: "radixgate_completion_tokens",
+      help: "Completion tokens per request.",
+      labelNames: ["model"],
+      buckets: TOKEN_BUCKETS,
+      registers,
+    });
+    this.evictions = new Counter({
+      name: "radixgate_worker_evictions_total",
+      help: "Slot contents discarded (LRU) to serve another request.",
+      labelNames: ["worker"],
+      registers,
+    });
+    this.spills = new Counter({
+      name: "radixgate_worker_spills_total",
+      help: "Evicted slot contents saved to the worker's state store.",
+      labelNames: ["worker"],
+      registers,
+    });
+    this.restores = new Counter({
+      name: "radixgate_worker_restores_total",
+      help: "Requests whose prefix was loaded back from a spilled or copied state.",
+      labelNames: ["worker"],
+      registers,
+    });
+    this.restoreFailures = new Counter({
+      name: "radixgate_worker_restore_failures_total",
+      help: "Stored KV states that failed to load (the request computed its prompt instead).",
+      labelNames: ["worker"],
+      registers,
+    });
+    this.placements = new Counter({
+      name: "radixgate_placements_total",
+      help: "Placements by policy and reason (exploit, explore, rebalance, replicate, ...).",
+      labelNames: ["policy", "reason"],
+      registers,
+    });
     this.replications = new Counter({ name: "radixgate_replications_total", help: "Hot prefixes sent to a second worker.", registers });
-    this.copies = new Counter({ name: "radixgate_prefix_copies_total", help: "KV prefix copies between workers by outcome.", labelNames: ["outcome"], registers });
-    this.failovers = new Counter({ name: "radixgate_failovers_total", help: "Requests placed again because their worker died before their first token reached the client.", labelNames: ["worker"], registers });
+    this.copies = new Counter({
+      name: "radixgate_prefix_copies_total",
+      help: "KV prefix copies between workers by outcome.",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.failovers = new Counter({
+      name: "radixgate_failovers_total",
+      help: "Requests placed again because their worker died before their first token reached the client.",
+      labelNames: ["worker"],
+      registers,
+    });
 
     const byWorker = (name: string, help: string, value: (view: ReturnType<GlobalScheduler["views"]>[number]) => number) =>
       new Gauge({
@@ -99,7 +192,11 @@ export class Metrics implements ServingObserver {
       ["radixgate_worker_prefill_tokens_total", "Prompt tokens the worker evaluated.", "prefillTokens"],
     ] as const;
     const statsOfLiveWorkers = async () =>
-      Promise.all(fleet.workers.filter((worker) => worker.alive).map(async (worker) => ({ worker: worker.engine.id, stats: await worker.engine.stats().catch(() => undefined) })));
+      Promise.all(
+        fleet.workers
+          .filter((worker) => worker.alive)
+          .map(async (worker) => ({ worker: worker.engine.id, stats: await worker.engine.stats().catch(() => undefined) })),
+      );
     let pending: ReturnType<typeof statsOfLiveWorkers> | undefined;
     for (const [name, help, field] of batchCounters) {
       new Gauge({

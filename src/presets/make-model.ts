@@ -20,49 +20,49 @@ import { buildVocab, type Vocab } from "./vocab.js";
 export const DEFAULT_SEED = 1;
 
 export const CHATML_TEMPLATE =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}" +
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 export interface ModelPreset {
-    readonly nEmbd: number;
-    readonly nLayer: number;
-    readonly nHead: number;
-    /** < nHead gives grouped-query attention, which is what most real models use. */
-    readonly nHeadKv: number;
-    readonly nFf: number;
-    readonly contextLength: number;
+  readonly nEmbd: number;
+  readonly nLayer: number;
+  readonly nHead: number;
+  /** < nHead gives grouped-query attention, which is what most real models use. */
+  readonly nHeadKv: number;
+  readonly nFf: number;
+  readonly contextLength: number;
 }
 
 export const PRESETS = {
-    /** ~0.3M parameters: a token costs well under a millisecond on one CPU core. */
-    tiny: { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 176, contextLength: 4096 },
-    /** ~25M parameters (~100 MB F32): prompt processing is slow enough on one core that a prefix-cache hit shows. */
-    bench: { nEmbd: 512, nLayer: 8, nHead: 8, nHeadKv: 4, nFf: 1408, contextLength: 16384 },
+  /** ~0.3M parameters: a token costs well under a millisecond on one CPU core. */
+  tiny: { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 176, contextLength: 4096 },
+  /** ~25M parameters (~100 MB F32): prompt processing is slow enough on one core that a prefix-cache hit shows. */
+  bench: { nEmbd: 512, nLayer: 8, nHead: 8, nHeadKv: 4, nFf: 1408, contextLength: 16384 },
 } as const satisfies Record<string, ModelPreset>;
 
 export type PresetName = keyof typeof PRESETS;
 
 export interface MakeModelOptions {
-    readonly preset: PresetName;
-    readonly seed?: number | undefined;
-    /** Defaults to defaultModelPath(preset). */
-    readonly outPath?: string | undefined;
+  readonly preset: PresetName;
+  readonly seed?: number | undefined;
+  /** Defaults to defaultModelPath(preset). */
+  readonly outPath?: string | undefined;
 }
 
 export interface MadeModel {
-    readonly path: string;
-    readonly bytes: number;
-    readonly sha256: string;
-    readonly parameters: number;
+  readonly path: string;
+  readonly bytes: number;
+  readonly sha256: string;
+  readonly parameters: number;
 }
 
 export function isPresetName(name: string): name is PresetName {
-    return Object.hasOwn(PRESETS, name);
+  return Object.hasOwn(PRESETS, name);
 }
 
 /** `models/<preset>.gguf` in the repository, independent of the working directory. */
 export function defaultModelPath(preset: PresetName): string {
-    return join(MODELS_DIR, `${preset}.gguf`);
+  return join(MODELS_DIR, `${preset}.gguf`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -70,23 +70,22 @@ export function defaultModelPath(preset: PresetName): string {
 
 /** murmur3's 32-bit finalizer: spreads nearby seeds (1, 2, 3...) into unrelated PRNG states. */
 function mixSeed(seed: number): number {
-    let h = seed >>> 0;
-    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-    return (h ^ (h >>> 16)) >>> 0;
+  let h = seed >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
 }
-
 
 /**
  * Approximately standard-normal values (Irwin-Hall sum of 4 uniforms, rescaled to unit
  * variance). Uses only + - * so results do not depend on Math.log/cos implementations.
  */
 function fillNormal(out: Float32Array, rand: () => number, std: number): Float32Array {
-    const scale = std * Math.sqrt(3); // var(sum of 4 U(0,1)) = 4/12
-    for (let i = 0; i < out.length; i++) {
-        out[i] = (rand() + rand() + rand() + rand() - 2) * scale;
-    }
-    return out;
+  const scale = std * Math.sqrt(3); // var(sum of 4 U(0,1)) = 4/12
+  for (let i = 0; i < out.length; i++) {
+    out[i] = (rand() + rand() + rand() + rand() - 2) * scale;
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -94,50 +93,50 @@ function fillNormal(out: Float32Array, rand: () => number, std: number): Float32
 
 /** Weights in a model of this shape; matches MadeModel.parameters without building it. */
 export function countParameters(p: ModelPreset, nVocab = buildVocab().tokens.length): number {
-    const nEmbdKv = (p.nEmbd / p.nHead) * p.nHeadKv;
-    const perLayer = 2 * p.nEmbd + 2 * p.nEmbd * p.nEmbd + 2 * p.nEmbd * nEmbdKv + 3 * p.nEmbd * p.nFf;
-    return 2 * p.nEmbd * nVocab + p.nEmbd + p.nLayer * perLayer;
+  const nEmbdKv = (p.nEmbd / p.nHead) * p.nHeadKv;
+  const perLayer = 2 * p.nEmbd + 2 * p.nEmbd * p.nEmbd + 2 * p.nEmbd * nEmbdKv + 3 * p.nEmbd * p.nFf;
+  return 2 * p.nEmbd * nVocab + p.nEmbd + p.nLayer * perLayer;
 }
 
 function validatePreset(p: ModelPreset): void {
-    if (p.nEmbd % p.nHead !== 0) throw new Error("nEmbd must be divisible by nHead");
-    if (p.nHead % p.nHeadKv !== 0) throw new Error("nHead must be divisible by nHeadKv");
-    if ((p.nEmbd / p.nHead) % 2 !== 0) throw new Error("head dimension must be even for RoPE");
+  if (p.nEmbd % p.nHead !== 0) throw new Error("nEmbd must be divisible by nHead");
+  if (p.nHead % p.nHeadKv !== 0) throw new Error("nHead must be divisible by nHeadKv");
+  if ((p.nEmbd / p.nHead) % 2 !== 0) throw new Error("head dimension must be even for RoPE");
 }
 
 function buildMetadata(name: string, p: ModelPreset, vocab: Vocab): GgufMetadata {
-    const headDim = p.nEmbd / p.nHead;
-    return {
-        "general.architecture": gguf.str("llama"),
-        "general.name": gguf.str(`radixgate-random-${name}`),
-        "general.file_type": gguf.u32(0), // LLAMA_FTYPE_ALL_F32
-        "general.alignment": gguf.u32(32),
-        "llama.vocab_size": gguf.u32(vocab.tokens.length),
-        "llama.context_length": gguf.u32(p.contextLength),
-        "llama.embedding_length": gguf.u32(p.nEmbd),
-        "llama.block_count": gguf.u32(p.nLayer),
-        // Without this key llama.cpp aborts the whole process instead of failing the load.
-        "llama.feed_forward_length": gguf.u32(p.nFf),
-        "llama.attention.head_count": gguf.u32(p.nHead),
-        "llama.attention.head_count_kv": gguf.u32(p.nHeadKv),
-        "llama.attention.layer_norm_rms_epsilon": gguf.f32(1e-5),
-        "llama.rope.dimension_count": gguf.u32(headDim),
-        "llama.rope.freq_base": gguf.f32(10000),
-        "tokenizer.ggml.model": gguf.str("llama"),
-        "tokenizer.ggml.tokens": gguf.strArray(vocab.tokens),
-        "tokenizer.ggml.scores": gguf.f32Array(vocab.scores),
-        "tokenizer.ggml.token_type": gguf.i32Array(vocab.types),
-        "tokenizer.ggml.bos_token_id": gguf.u32(vocab.bosId),
-        // ChatML models (Qwen, OpenHermes...) use <|im_end|> as EOS: it ends an assistant turn,
-        // so plain completions stop there too. It is also declared as EOT for tools that look there.
-        "tokenizer.ggml.eos_token_id": gguf.u32(vocab.imEndId),
-        "tokenizer.ggml.eot_token_id": gguf.u32(vocab.imEndId),
-        "tokenizer.ggml.unknown_token_id": gguf.u32(vocab.unkId),
-        "tokenizer.ggml.padding_token_id": gguf.u32(vocab.sentenceEndId),
-        "tokenizer.ggml.add_bos_token": gguf.bool(true),
-        "tokenizer.ggml.add_eos_token": gguf.bool(false),
-        "tokenizer.chat_template": gguf.str(CHATML_TEMPLATE),
-    };
+  const headDim = p.nEmbd / p.nHead;
+  return {
+    "general.architecture": gguf.str("llama"),
+    "general.name": gguf.str(`radixgate-random-${name}`),
+    "general.file_type": gguf.u32(0), // LLAMA_FTYPE_ALL_F32
+    "general.alignment": gguf.u32(32),
+    "llama.vocab_size": gguf.u32(vocab.tokens.length),
+    "llama.context_length": gguf.u32(p.contextLength),
+    "llama.embedding_length": gguf.u32(p.nEmbd),
+    "llama.block_count": gguf.u32(p.nLayer),
+    // Without this key llama.cpp aborts the whole process instead of failing the load.
+    "llama.feed_forward_length": gguf.u32(p.nFf),
+    "llama.attention.head_count": gguf.u32(p.nHead),
+    "llama.attention.head_count_kv": gguf.u32(p.nHeadKv),
+    "llama.attention.layer_norm_rms_epsilon": gguf.f32(1e-5),
+    "llama.rope.dimension_count": gguf.u32(headDim),
+    "llama.rope.freq_base": gguf.f32(10000),
+    "tokenizer.ggml.model": gguf.str("llama"),
+    "tokenizer.ggml.tokens": gguf.strArray(vocab.tokens),
+    "tokenizer.ggml.scores": gguf.f32Array(vocab.scores),
+    "tokenizer.ggml.token_type": gguf.i32Array(vocab.types),
+    "tokenizer.ggml.bos_token_id": gguf.u32(vocab.bosId),
+    // ChatML models (Qwen, OpenHermes...) use <|im_end|> as EOS: it ends an assistant turn,
+    // so plain completions stop there too. It is also declared as EOT for tools that look there.
+    "tokenizer.ggml.eos_token_id": gguf.u32(vocab.imEndId),
+    "tokenizer.ggml.eot_token_id": gguf.u32(vocab.imEndId),
+    "tokenizer.ggml.unknown_token_id": gguf.u32(vocab.unkId),
+    "tokenizer.ggml.padding_token_id": gguf.u32(vocab.sentenceEndId),
+    "tokenizer.ggml.add_bos_token": gguf.bool(true),
+    "tokenizer.ggml.add_eos_token": gguf.bool(false),
+    "tokenizer.chat_template": gguf.str(CHATML_TEMPLATE),
+  };
 }
 
 /**
@@ -147,50 +146,50 @@ function buildMetadata(name: string, p: ModelPreset, vocab: Vocab): GgufMetadata
  * current one and greedy decoding falls into short loops.
  */
 function buildTensors(p: ModelPreset, vocab: Vocab, seed: number): GgufTensor[] {
-    const rand = mulberry32(mixSeed(seed));
-    const nVocab = vocab.tokens.length;
-    const nEmbdKv = (p.nEmbd / p.nHead) * p.nHeadKv;
-    const tensors: GgufTensor[] = [];
+  const rand = mulberry32(mixSeed(seed));
+  const nVocab = vocab.tokens.length;
+  const nEmbdKv = (p.nEmbd / p.nHead) * p.nHeadKv;
+  const tensors: GgufTensor[] = [];
 
-    const matrix = (name: string, nIn: number, nOut: number, std = 1 / Math.sqrt(nIn)): Float32Array => {
-        const data = fillNormal(new Float32Array(nIn * nOut), rand, std);
-        tensors.push({ name, dims: [nIn, nOut], data });
-        return data;
-    };
-    const ones = (name: string): void => {
-        tensors.push({ name, dims: [p.nEmbd], data: new Float32Array(p.nEmbd).fill(1) });
-    };
+  const matrix = (name: string, nIn: number, nOut: number, std = 1 / Math.sqrt(nIn)): Float32Array => {
+    const data = fillNormal(new Float32Array(nIn * nOut), rand, std);
+    tensors.push({ name, dims: [nIn, nOut], data });
+    return data;
+  };
+  const ones = (name: string): void => {
+    tensors.push({ name, dims: [p.nEmbd], data: new Float32Array(p.nEmbd).fill(1) });
+  };
 
-    matrix("token_embd.weight", p.nEmbd, nVocab, 1);
-    ones("output_norm.weight");
-    // Logit std ~3 keeps sampled text from being uniform noise while greedy stays varied.
-    const output = matrix("output.weight", p.nEmbd, nVocab, 3 / Math.sqrt(p.nEmbd));
-    // Zero rows give control/byte tokens a logit of exactly 0, far below the best normal token,
-    // so generations are readable text and greedy decoding always runs to maxTokens.
-    for (const id of vocab.specialIds) output.fill(0, id * p.nEmbd, (id + 1) * p.nEmbd);
+  matrix("token_embd.weight", p.nEmbd, nVocab, 1);
+  ones("output_norm.weight");
+  // Logit std ~3 keeps sampled text from being uniform noise while greedy stays varied.
+  const output = matrix("output.weight", p.nEmbd, nVocab, 3 / Math.sqrt(p.nEmbd));
+  // Zero rows give control/byte tokens a logit of exactly 0, far below the best normal token,
+  // so generations are readable text and greedy decoding always runs to maxTokens.
+  for (const id of vocab.specialIds) output.fill(0, id * p.nEmbd, (id + 1) * p.nEmbd);
 
-    for (let i = 0; i < p.nLayer; i++) {
-        const blk = `blk.${i}`;
-        ones(`${blk}.attn_norm.weight`);
-        matrix(`${blk}.attn_q.weight`, p.nEmbd, p.nEmbd);
-        matrix(`${blk}.attn_k.weight`, p.nEmbd, nEmbdKv);
-        matrix(`${blk}.attn_v.weight`, p.nEmbd, nEmbdKv);
-        matrix(`${blk}.attn_output.weight`, p.nEmbd, p.nEmbd);
-        ones(`${blk}.ffn_norm.weight`);
-        matrix(`${blk}.ffn_gate.weight`, p.nEmbd, p.nFf);
-        matrix(`${blk}.ffn_up.weight`, p.nEmbd, p.nFf);
-        matrix(`${blk}.ffn_down.weight`, p.nFf, p.nEmbd);
-    }
-    return tensors;
+  for (let i = 0; i < p.nLayer; i++) {
+    const blk = `blk.${i}`;
+    ones(`${blk}.attn_norm.weight`);
+    matrix(`${blk}.attn_q.weight`, p.nEmbd, p.nEmbd);
+    matrix(`${blk}.attn_k.weight`, p.nEmbd, nEmbdKv);
+    matrix(`${blk}.attn_v.weight`, p.nEmbd, nEmbdKv);
+    matrix(`${blk}.attn_output.weight`, p.nEmbd, p.nEmbd);
+    ones(`${blk}.ffn_norm.weight`);
+    matrix(`${blk}.ffn_gate.weight`, p.nEmbd, p.nFf);
+    matrix(`${blk}.ffn_up.weight`, p.nEmbd, p.nFf);
+    matrix(`${blk}.ffn_down.weight`, p.nFf, p.nEmbd);
+  }
+  return tensors;
 }
 
 /** The whole model in memory (~4 bytes per parameter), ready for writeGguf. */
 export function buildModel(preset: PresetName, seed: number = DEFAULT_SEED): GgufFile {
-    if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error(`seed must be a u32, got ${seed}`);
-    const p: ModelPreset = PRESETS[preset];
-    validatePreset(p);
-    const vocab = buildVocab();
-    return { metadata: buildMetadata(preset, p, vocab), tensors: buildTensors(p, vocab, seed) };
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error(`seed must be a u32, got ${seed}`);
+  const p: ModelPreset = PRESETS[preset];
+  validatePreset(p);
+  const vocab = buildVocab();
+  return { metadata: buildMetadata(preset, p, vocab), tensors: buildTensors(p, vocab, seed) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -198,21 +197,21 @@ export function buildModel(preset: PresetName, seed: number = DEFAULT_SEED): Ggu
 
 /** Writes the model to a temp name beside `outPath` then renames it, so readers never see half a file. */
 export async function makeModel(options: MakeModelOptions): Promise<MadeModel> {
-    const { preset, seed = DEFAULT_SEED } = options;
-    const path = resolve(options.outPath ?? defaultModelPath(preset));
-    const file = buildModel(preset, seed);
+  const { preset, seed = DEFAULT_SEED } = options;
+  const path = resolve(options.outPath ?? defaultModelPath(preset));
+  const file = buildModel(preset, seed);
 
-    await mkdir(dirname(path), { recursive: true });
-    const tmp = `${path}.tmp-${process.pid}-${randomUUID()}`;
-    try {
-        const written = await writeGguf(tmp, file);
-        await rename(tmp, path);
-        const parameters = file.tensors.reduce((n, t) => n + t.data.length, 0);
-        return { path, bytes: written.bytes, sha256: written.sha256, parameters };
-    } catch (err) {
-        await rm(tmp, { force: true });
-        throw err;
-    }
+  await mkdir(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}-${randomUUID()}`;
+  try {
+    const written = await writeGguf(tmp, file);
+    await rename(tmp, path);
+    const parameters = file.tensors.reduce((n, t) => n + t.data.length, 0);
+    return { path, bytes: written.bytes, sha256: written.sha256, parameters };
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
 }
 
 /**
@@ -221,53 +220,50 @@ export async function makeModel(options: MakeModelOptions): Promise<MadeModel> {
  * Concurrent callers may both generate, but the rename is atomic and the bytes identical.
  */
 export async function ensureModel(
-    preset: PresetName,
-    options: { readonly seed?: number | undefined; readonly path?: string | undefined } = {},
+  preset: PresetName,
+  options: { readonly seed?: number | undefined; readonly path?: string | undefined } = {},
 ): Promise<string> {
-    const path = resolve(options.path ?? defaultModelPath(preset));
-    if (existsSync(path)) return path;
-    return (await makeModel({ preset, seed: options.seed, outPath: path })).path;
+  const path = resolve(options.path ?? defaultModelPath(preset));
+  if (existsSync(path)) return path;
+  return (await makeModel({ preset, seed: options.seed, outPath: path })).path;
 }
 
 // ---------------------------------------------------------------------------------------------
 // CLI
 
 async function main(argv: string[]): Promise<void> {
-    const { values } = parseArgs({
-        args: argv,
-        options: {
-            preset: { type: "string", default: "tiny" },
-            seed: { type: "string", default: String(DEFAULT_SEED) },
-            out: { type: "string" },
-        },
-        strict: true,
-    });
-    const preset = values.preset;
-    if (!isPresetName(preset)) throw new Error(`unknown preset "${preset}"; one of: ${Object.keys(PRESETS).join(", ")}`);
-    const seed = Number(values.seed);
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      preset: { type: "string", default: "tiny" },
+      seed: { type: "string", default: String(DEFAULT_SEED) },
+      out: { type: "string" },
+    },
+    strict: true,
+  });
+  const preset = values.preset;
+  if (!isPresetName(preset)) throw new Error(`unknown preset "${preset}"; one of: ${Object.keys(PRESETS).join(", ")}`);
+  const seed = Number(values.seed);
 
-    const started = performance.now();
-    const made = await makeModel({ preset, seed, outPath: values.out });
-    const seconds = ((performance.now() - started) / 1000).toFixed(2);
-    console.log(
-        `${made.path}\n  preset=${preset} seed=${seed} parameters=${made.parameters} bytes=${made.bytes} ` +
-            `sha256=${made.sha256} (${seconds}s)`,
-    );
+  const started = performance.now();
+  const made = await makeModel({ preset, seed, outPath: values.out });
+  const seconds = ((performance.now() - started) / 1000).toFixed(2);
+  console.log(`${made.path}\n  preset=${preset} seed=${seed} parameters=${made.parameters} bytes=${made.bytes} ` + `sha256=${made.sha256} (${seconds}s)`);
 }
 
 function isMainModule(): boolean {
-    const entry = process.argv[1];
-    if (entry === undefined) return false;
-    try {
-        return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
-    } catch {
-        return false;
-    }
+  const entry = process.argv[1];
+  if (entry === undefined) return false;
+  try {
+    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
 }
 
 if (isMainModule()) {
-    main(process.argv.slice(2)).catch((err: unknown) => {
-        console.error(err instanceof Error ? err.message : err);
-        process.exitCode = 1;
-    });
+  main(process.argv.slice(2)).catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exitCode = 1;
+  });
 }

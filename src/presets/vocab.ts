@@ -11,29 +11,29 @@
 
 /** llama_token_type / GgufMetadataTokenizerTokenType values. */
 export const TokenType = {
-    normal: 1,
-    unknown: 2,
-    control: 3,
-    userDefined: 4,
-    unused: 5,
-    byte: 6,
+  normal: 1,
+  unknown: 2,
+  control: 3,
+  userDefined: 4,
+  unused: 5,
+  byte: 6,
 } as const;
 
 /** SentencePiece's visible space, which the "llama" tokenizer substitutes for ' '. */
 export const SPACE = "\u2581";
 
 export interface Vocab {
-    readonly tokens: readonly string[];
-    readonly scores: Float32Array;
-    readonly types: Int32Array;
-    readonly unkId: number;
-    readonly bosId: number;
-    /** `</s>`: the classic SPM end of sentence; the model files use `<|im_end|>` as EOS instead. */
-    readonly sentenceEndId: number;
-    readonly imStartId: number;
-    readonly imEndId: number;
-    /** Ids of every non-normal token (unknown, control, byte). */
-    readonly specialIds: readonly number[];
+  readonly tokens: readonly string[];
+  readonly scores: Float32Array;
+  readonly types: Int32Array;
+  readonly unkId: number;
+  readonly bosId: number;
+  /** `</s>`: the classic SPM end of sentence; the model files use `<|im_end|>` as EOS instead. */
+  readonly sentenceEndId: number;
+  readonly imStartId: number;
+  readonly imEndId: number;
+  /** Ids of every non-normal token (unknown, control, byte). */
+  readonly specialIds: readonly number[];
 }
 
 // ~300 frequent English words; written with a leading space (▁) in the vocabulary.
@@ -74,61 +74,61 @@ the and ing ion ent ter re th he in er an on at en nd ti es or te of ed is it al
 `;
 
 function words(list: string): string[] {
-    return list.split(/\s+/).filter((w) => w.length > 0);
+  return list.split(/\s+/).filter((w) => w.length > 0);
 }
 
 function printableAscii(): string[] {
-    const chars: string[] = [];
-    for (let c = 0x21; c <= 0x7e; c++) chars.push(String.fromCharCode(c));
-    return chars;
+  const chars: string[] = [];
+  for (let c = 0x21; c <= 0x7e; c++) chars.push(String.fromCharCode(c));
+  return chars;
 }
 
 function prefixes(piece: string, minLength: number): string[] {
-    const out: string[] = [];
-    for (let n = minLength; n <= piece.length; n++) out.push(piece.slice(0, n));
-    return out;
+  const out: string[] = [];
+  for (let n = minLength; n <= piece.length; n++) out.push(piece.slice(0, n));
+  return out;
 }
 
 /** Normal (type 1) pieces in a fixed, deterministic order, without duplicates. */
 function normalPieces(): string[] {
-    const pieces = new Set<string>();
-    pieces.add(SPACE);
-    for (const c of printableAscii()) pieces.add(c);
-    for (let c = 0x61; c <= 0x7a; c++) pieces.add(SPACE + String.fromCharCode(c));
-    for (let c = 0x41; c <= 0x5a; c++) pieces.add(SPACE + String.fromCharCode(c));
-    for (let d = 0; d <= 9; d++) pieces.add(SPACE + String(d));
-    for (const w of words(WORDS)) for (const p of prefixes(SPACE + w, 2)) pieces.add(p);
-    for (const s of words(SUFFIXES)) for (const p of prefixes(s, 1)) pieces.add(p);
-    return [...pieces];
+  const pieces = new Set<string>();
+  pieces.add(SPACE);
+  for (const c of printableAscii()) pieces.add(c);
+  for (let c = 0x61; c <= 0x7a; c++) pieces.add(SPACE + String.fromCharCode(c));
+  for (let c = 0x41; c <= 0x5a; c++) pieces.add(SPACE + String.fromCharCode(c));
+  for (let d = 0; d <= 9; d++) pieces.add(SPACE + String(d));
+  for (const w of words(WORDS)) for (const p of prefixes(SPACE + w, 2)) pieces.add(p);
+  for (const s of words(SUFFIXES)) for (const p of prefixes(s, 1)) pieces.add(p);
+  return [...pieces];
 }
 
 function byteToken(b: number): string {
-    return `<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`;
+  return `<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`;
 }
 
 export function buildVocab(): Vocab {
-    const entries: Array<{ text: string; type: number; score: number }> = [
-        { text: "<unk>", type: TokenType.unknown, score: 0 },
-        { text: "<s>", type: TokenType.control, score: 0 },
-        { text: "</s>", type: TokenType.control, score: 0 },
-    ];
-    for (let b = 0; b < 256; b++) entries.push({ text: byteToken(b), type: TokenType.byte, score: 0 });
-    const imStartId = entries.push({ text: "<|im_start|>", type: TokenType.control, score: 0 }) - 1;
-    const imEndId = entries.push({ text: "<|im_end|>", type: TokenType.control, score: 0 }) - 1;
-    for (const text of normalPieces()) {
-        // Only the relative order of merge candidates matters; length is a fine proxy here.
-        entries.push({ text, type: TokenType.normal, score: [...text].length });
-    }
+  const entries: Array<{ text: string; type: number; score: number }> = [
+    { text: "<unk>", type: TokenType.unknown, score: 0 },
+    { text: "<s>", type: TokenType.control, score: 0 },
+    { text: "</s>", type: TokenType.control, score: 0 },
+  ];
+  for (let b = 0; b < 256; b++) entries.push({ text: byteToken(b), type: TokenType.byte, score: 0 });
+  const imStartId = entries.push({ text: "<|im_start|>", type: TokenType.control, score: 0 }) - 1;
+  const imEndId = entries.push({ text: "<|im_end|>", type: TokenType.control, score: 0 }) - 1;
+  for (const text of normalPieces()) {
+    // Only the relative order of merge candidates matters; length is a fine proxy here.
+    entries.push({ text, type: TokenType.normal, score: [...text].length });
+  }
 
-    return {
-        tokens: entries.map((e) => e.text),
-        scores: Float32Array.from(entries, (e) => e.score),
-        types: Int32Array.from(entries, (e) => e.type),
-        unkId: 0,
-        bosId: 1,
-        sentenceEndId: 2,
-        imStartId,
-        imEndId,
-        specialIds: entries.flatMap((e, id) => (e.type === TokenType.normal ? [] : [id])),
-    };
+  return {
+    tokens: entries.map((e) => e.text),
+    scores: Float32Array.from(entries, (e) => e.score),
+    types: Int32Array.from(entries, (e) => e.type),
+    unkId: 0,
+    bosId: 1,
+    sentenceEndId: 2,
+    imStartId,
+    imEndId,
+    specialIds: entries.flatMap((e, id) => (e.type === TokenType.normal ? [] : [id])),
+  };
 }

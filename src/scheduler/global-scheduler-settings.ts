@@ -8,9 +8,22 @@ export const GlobalSchedulerSettingsSchema = Type.Object(
     windowMs: Type.Integer({ minimum: 1000, default: 180_000, description: "Load and statistics window H, ms (Preble: 3 minutes)." }),
     sessionPinning: Type.Boolean({ default: true, description: "Stick requests with x-session-id (or `user`) to the worker that served the session." }),
     sessionTtlMs: Type.Integer({ minimum: 1000, default: 1_800_000, description: "A session is forgotten after this long idle." }),
-    maxSessions: Type.Integer({ minimum: 1, default: 100_000, description: "Sessions remembered at most; a new one beyond it evicts the least recently seen." }),
-    sessionOverloadPerSlot: Type.Number({ exclusiveMinimum: 0, default: 2, description: "A session leaves its worker when it has this many requests in flight per slot." }),
-    maxQueuePerWorker: Type.Integer({ minimum: 0, default: 64, description: "Requests a worker may hold waiting beyond its slots; while a worker is down, the live workers of its model share its places. When every worker of a model is full, new requests get 429." }),
+    maxSessions: Type.Integer({
+      minimum: 1,
+      default: 100_000,
+      description: "Sessions remembered at most; a new one beyond it evicts the least recently seen.",
+    }),
+    sessionOverloadPerSlot: Type.Number({
+      exclusiveMinimum: 0,
+      default: 2,
+      description: "A session leaves its worker when it has this many requests in flight per slot.",
+    }),
+    maxQueuePerWorker: Type.Integer({
+      minimum: 0,
+      default: 64,
+      description:
+        "Requests a worker may hold waiting beyond its slots; while a worker is down, the live workers of its model share its places. When every worker of a model is full, new requests get 429.",
+    }),
   },
   SETTINGS_OBJECT,
 );

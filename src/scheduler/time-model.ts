@@ -174,11 +174,7 @@ export class TimeModel {
    * copy samples: a copy is priced as a full recompute at the longest context profiled, so an
    * unmeasured copy never looks cheaper than recomputing within the profiled range.
    */
-  static fit(
-    samples: readonly PrefillSample[],
-    decode: readonly DecodeSample[],
-    copy: readonly CopySample[] = [],
-  ): TimeModelCoefficients {
+  static fit(samples: readonly PrefillSample[], decode: readonly DecodeSample[], copy: readonly CopySample[] = []): TimeModelCoefficients {
     const prefill = fitPrefill(samples.filter(isUsablePrefill).map((s) => ({ sample: s, weight: 1 })));
     if (!prefill) throw new RangeError("TimeModel.fit: needs at least one prefill sample with extend > 0 and ms > 0");
     const decodePart =
@@ -204,7 +200,11 @@ export class TimeModel {
     const scale = (s: PrefillSample) => prefillFormula(this.current, s.extend, s.context) || s.ms;
     const first = fitPrefill([...prior, ...observed], scale);
     if (!first) return;
-    const kept = trimOutliers(observed, (s) => s.ms, (s) => prefillFormula(first, s.extend, s.context));
+    const kept = trimOutliers(
+      observed,
+      (s) => s.ms,
+      (s) => prefillFormula(first, s.extend, s.context),
+    );
     const fitted = kept.length === observed.length ? first : fitPrefill([...prior, ...kept], scale);
     if (fitted) this.current = { ...this.current, ...fitted };
   }
@@ -217,7 +217,11 @@ export class TimeModel {
     const scale = (s: DecodeSample) => this.current.decodeBase + this.current.decodePerContext * s.context || s.msPerToken;
     const first = fitDecode([...prior, ...observed], scale);
     if (!first) return;
-    const kept = trimOutliers(observed, (s) => s.msPerToken, (s) => first.decodeBase + first.decodePerContext * s.context);
+    const kept = trimOutliers(
+      observed,
+      (s) => s.msPerToken,
+      (s) => first.decodeBase + first.decodePerContext * s.context,
+    );
     const fitted = kept.length === observed.length ? first : fitDecode([...prior, ...kept], scale);
     if (fitted) this.current = { ...this.current, ...fitted };
   }
@@ -270,7 +274,7 @@ export const TIME_MODEL_PRESETS: Record<string, TimeModelCoefficients> = {
     decodeBase: (140e9 / (2 * 3.35e12) / 0.7) * 1000,
     decodePerContext: (327_680 / (2 * 3.35e12) / 0.7) * 1000,
     copyBase: 5,
-    copyPerToken: (2 * 327_680) / 3e9 * 1000,
+    copyPerToken: ((2 * 327_680) / 3e9) * 1000,
   },
   "a6000-mistral-7b": {
     base: 0.6213544049468712,
@@ -280,7 +284,7 @@ export const TIME_MODEL_PRESETS: Record<string, TimeModelCoefficients> = {
     decodeBase: 22.159 / 0.9,
     decodePerContext: 1.86e-4 / 0.9,
     copyBase: 5,
-    copyPerToken: (2 * 131_072) / 3e9 * 1000,
+    copyPerToken: ((2 * 131_072) / 3e9) * 1000,
   },
 };
 
@@ -302,10 +306,7 @@ type CopyPart = Pick<TimeModelCoefficients, "copyBase" | "copyPerToken">;
  * where ctx = extend) is left out (coefficient 0); a column that comes out negative is left out
  * and the rest refitted. So every coefficient is >= 0: predictions are >= 0 and grow with extend.
  */
-function fitPrefill(
-  rows: readonly Weighted<PrefillSample>[],
-  scale: (s: PrefillSample) => number = (s) => s.ms,
-): PrefillPart | undefined {
+function fitPrefill(rows: readonly Weighted<PrefillSample>[], scale: (s: PrefillSample) => number = (s) => s.ms): PrefillPart | undefined {
   const beta = nonNegativeLeastSquares(
     rows.map(({ sample: s }) => [s.extend, 1, s.extend * s.context, s.context]),
     rows.map(({ sample: s }) => s.ms),
@@ -316,10 +317,7 @@ function fitPrefill(
 }
 
 /** Decode: columns [1, ctx]; one context length only gives a constant. */
-function fitDecode(
-  rows: readonly Weighted<DecodeSample>[],
-  scale: (s: DecodeSample) => number = (s) => s.msPerToken,
-): DecodePart | undefined {
+function fitDecode(rows: readonly Weighted<DecodeSample>[], scale: (s: DecodeSample) => number = (s) => s.msPerToken): DecodePart | undefined {
   const beta = nonNegativeLeastSquares(
     rows.map(({ sample: s }) => [1, s.context]),
     rows.map(({ sample: s }) => s.msPerToken),
@@ -374,7 +372,9 @@ function nonNegativeLeastSquares(x: readonly number[][], y: readonly number[], w
       continue;
     }
     const beta = new Array<number>(columns).fill(0);
-    active.forEach((j, k) => (beta[j] = solved.beta[k]!));
+    active.forEach((j, k) => {
+      beta[j] = solved.beta[k]!;
+    });
     return beta;
   }
   return undefined;
@@ -393,9 +393,7 @@ function solveNormalEquations(
   const norm = active.map((j) => Math.sqrt(x.reduce((sum, row, i) => sum + w[i]! * row[j]! ** 2, 0)));
   for (let k = 0; k < n; k++) if (!(norm[k]! > 0) || !Number.isFinite(norm[k]!)) return { dependent: active[k]! };
   // a[r][c] = sum_i w_i x_ir x_ic / (norm_r norm_c); b[r] = sum_i w_i x_ir y_i / norm_r
-  const a = active.map((jr, r) =>
-    active.map((jc, c) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * row[jc]!, 0) / (norm[r]! * norm[c]!)),
-  );
+  const a = active.map((jr, r) => active.map((jc, c) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * row[jc]!, 0) / (norm[r]! * norm[c]!)));
   const b = active.map((jr, r) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * y[i]!, 0) / norm[r]!);
   for (let k = 0; k < n; k++) {
     const pivot = a[k]![k]!;
@@ -445,9 +443,7 @@ function gridPrefill(c: TimeModelCoefficients): PrefillSample[] {
 }
 
 function gridDecode(c: TimeModelCoefficients): DecodeSample[] {
-  return [16, 1024, 4096, 16384]
-    .map((context) => ({ context, msPerToken: c.decodeBase + c.decodePerContext * context }))
-    .filter((s) => s.msPerToken > 0);
+  return [16, 1024, 4096, 16384].map((context) => ({ context, msPerToken: c.decodeBase + c.decodePerContext * context })).filter((s) => s.msPerToken > 0);
 }
 
 function isUsablePrefill(s: PrefillSample): boolean {

@@ -19,7 +19,12 @@ export class Admission {
   async hold<T>(work: () => Promise<T>): Promise<T> {
     const max = this.limits.maxConcurrentRequests;
     if (this.held >= max) {
-      throw new ServingError("queue_full", `The server is holding its maximum of ${max} requests (server.maxConcurrentRequests); retry after a moment.`, null, 1);
+      throw new ServingError(
+        "queue_full",
+        `The server is holding its maximum of ${max} requests (server.maxConcurrentRequests); retry after a moment.`,
+        null,
+        1,
+      );
     }
     this.held++;
     try {
@@ -53,7 +58,10 @@ export function placeOrRefuse(scheduler: GlobalScheduler, fleet: Fleet, request:
     throw new ServingError("queue_full", `${who} has a full queue (scheduler.maxQueuePerWorker); ${when}.`, null, retryAfter);
   }
   if (!ticket) {
-    const reason = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} is down; retry without x-radixgate-worker.` : `No live worker serves model "${request.modelId}" right now; retry shortly.`;
+    const reason =
+      pinnedWorkerId !== undefined
+        ? `Worker ${pinnedWorkerId} is down; retry without x-radixgate-worker.`
+        : `No live worker serves model "${request.modelId}" right now; retry shortly.`;
     throw new ServingError("no_live_worker", reason, null, 1);
   }
   return ticket;

@@ -78,8 +78,20 @@ export class CompletionService {
     };
     try {
       const outcome = await withDeadline(this.deps.limits.requestTimeoutMs, job, observed, (bounded, boundedHooks) => this.run(bounded, boundedHooks));
-      const { workerId, placement, finishReason, promptTokens, cachedTokens, restoredTokens, evictedTokens, spilledTokens, completionTokens, queueMs } = outcome;
-      Object.assign(record, { workerId, placement, finishReason, promptTokens, cachedTokens, restoredTokens, evictedTokens, spilledTokens, completionTokens, queueMs });
+      const { workerId, placement, finishReason, promptTokens, cachedTokens, restoredTokens, evictedTokens, spilledTokens, completionTokens, queueMs } =
+        outcome;
+      Object.assign(record, {
+        workerId,
+        placement,
+        finishReason,
+        promptTokens,
+        cachedTokens,
+        restoredTokens,
+        evictedTokens,
+        spilledTokens,
+        completionTokens,
+        queueMs,
+      });
       record.outcome = finishReason === "cancelled" ? "cancelled" : "ok";
       return outcome;
     } catch (error) {

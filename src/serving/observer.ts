@@ -38,12 +38,30 @@ export interface ServingObserver {
 /** One observer that tells several. */
 export function observeAll(...observers: ServingObserver[]): ServingObserver {
   return {
-    placed: (placement, policy) => observers.forEach((o) => o.placed?.(placement, policy)),
-    interTokenGap: (ms, modelId) => observers.forEach((o) => o.interTokenGap?.(ms, modelId)),
-    requestFinished: (record) => observers.forEach((o) => o.requestFinished?.(record)),
-    failover: (workerId) => observers.forEach((o) => o.failover?.(workerId)),
-    copied: (copy, ok, error) => observers.forEach((o) => o.copied?.(copy, ok, error)),
-    restoreFailed: (workerId, requestId, reason) => observers.forEach((o) => o.restoreFailed?.(workerId, requestId, reason)),
+    placed: (placement, policy) =>
+      observers.forEach((o) => {
+        o.placed?.(placement, policy);
+      }),
+    interTokenGap: (ms, modelId) =>
+      observers.forEach((o) => {
+        o.interTokenGap?.(ms, modelId);
+      }),
+    requestFinished: (record) =>
+      observers.forEach((o) => {
+        o.requestFinished?.(record);
+      }),
+    failover: (workerId) =>
+      observers.forEach((o) => {
+        o.failover?.(workerId);
+      }),
+    copied: (copy, ok, error) =>
+      observers.forEach((o) => {
+        o.copied?.(copy, ok, error);
+      }),
+    restoreFailed: (workerId, requestId, reason) =>
+      observers.forEach((o) => {
+        o.restoreFailed?.(workerId, requestId, reason);
+      }),
   };
 }
 
@@ -53,7 +71,8 @@ export function requestLog(log: () => { info(object: object, message: string): v
     copied: (copy, ok, error) => {
       if (!ok) log().warn({ from: copy.fromWorkerId, to: copy.toWorkerId, tokens: copy.tokens.length, error }, "prefix copy failed; the target recomputes it");
     },
-    restoreFailed: (workerId, requestId, reason) => log().warn({ worker: workerId, requestId, error: reason }, "KV state load failed; the request computed its prompt instead"),
+    restoreFailed: (workerId, requestId, reason) =>
+      log().warn({ worker: workerId, requestId, error: reason }, "KV state load failed; the request computed its prompt instead"),
     requestFinished: (record) =>
       log().info(
         {

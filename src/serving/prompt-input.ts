@@ -50,7 +50,8 @@ export async function preparePrompt(fleet: Fleet, preparer: PromptPreparer, job:
  * thread that every client shares; a prompt that cannot fit must not cost that.
  */
 async function refuseUnfittingText(preparer: PromptPreparer, modelId: string, prompt: PromptInput, contextSize: number, field: string): Promise<void> {
-  const characters = prompt.kind === "chat" ? prompt.messages.reduce((sum, message) => sum + message.content.length, 0) : prompt.kind === "text" ? prompt.text.length : 0;
+  const characters =
+    prompt.kind === "chat" ? prompt.messages.reduce((sum, message) => sum + message.content.length, 0) : prompt.kind === "text" ? prompt.text.length : 0;
   if (characters === 0) return;
   const { longestTokenBytes } = await preparer.vocab(modelId);
   const leastTokens = Math.floor(characters / longestTokenBytes);

@@ -4,12 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  calibrate,
-  calibrationCachePath,
-  calibrationIdentity,
-  type CalibrationIdentity,
-} from "../../src/engine/host/calibration.js";
+import { calibrate, calibrationCachePath, calibrationIdentity, type CalibrationIdentity } from "../../src/engine/host/calibration.js";
 import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
 import { defaultProfileSizes } from "../../src/engine/worker/profile.js";
 import type { WorkerInit } from "../../src/engine/wire/protocol.js";

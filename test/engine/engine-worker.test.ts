@@ -27,7 +27,13 @@ const greedy = { temperature: 0, stop: [] as string[] };
 
 describe("PromptPreparer", () => {
   it("renders the model's ChatML template and starts with BOS", async () => {
-    const { tokens, chatTemplate } = await preparer.chat({ modelId: "tiny", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "hi" }] });
+    const { tokens, chatTemplate } = await preparer.chat({
+      modelId: "tiny",
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "hi" },
+      ],
+    });
     expect(chatTemplate).toBe("ChatML");
     expect(tokens[0]).toBe(vocab.bosId);
     expect(tokens[1]).toBe(vocab.imStartId);
@@ -51,7 +57,7 @@ describe("WorkerHandle", () => {
   });
 
   it("reuses a slot's KV: the same prompt twice evaluates only its last token", async () => {
-    const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: "the same prompt twice " + "files ".repeat(50) }] });
+    const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: `the same prompt twice ${"files ".repeat(50)}` }] });
     const cold = await worker.generate("a", tokens, { ...greedy, maxTokens: 4 });
     const warm = await worker.generate("b", tokens, { ...greedy, maxTokens: 4 });
     expect(cold.cachedTokens).toBeLessThan(5);
@@ -64,12 +70,17 @@ describe("WorkerHandle", () => {
     const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: "a long answer please" }] });
     const abort = new AbortController();
     let chunks = 0;
-    const result = await worker.generate("c", tokens, { ...greedy, maxTokens: 900 }, {
-      signal: abort.signal,
-      onText: () => {
-        if (++chunks === 3) abort.abort();
+    const result = await worker.generate(
+      "c",
+      tokens,
+      { ...greedy, maxTokens: 900 },
+      {
+        signal: abort.signal,
+        onText: () => {
+          if (++chunks === 3) abort.abort();
+        },
       },
-    });
+    );
     expect(result.finishReason).toBe("cancelled");
     expect(result.completionTokens).toBeLessThan(900);
     const after = await worker.generate("d", tokens, { ...greedy, maxTokens: 3 });
@@ -99,15 +110,29 @@ describe("slot reuse and LRU eviction, as the global tree sees it", () => {
     const { TimeModel, TIME_MODEL_PRESETS } = await import("../../src/scheduler/time-model.js");
     const scheduler = new GlobalScheduler(createPolicy("affinity"), { now: () => performance.now() });
     scheduler.addWorker({ id: "w0", modelId: "tiny", slots: 2, capacityTokens: 2048, timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!) });
-    const conversation = async (topic: string) => (await preparer.chat({ modelId: "tiny", messages: [{ role: "system", content: `${topic} `.repeat(40) }, { role: "user", content: "go" }] })).tokens;
+    const conversation = async (topic: string) =>
+      (
+        await preparer.chat({
+          modelId: "tiny",
+          messages: [
+            { role: "system", content: `${topic} `.repeat(40) },
+            { role: "user", content: "go" },
+          ],
+        })
+      ).tokens;
     const run = async (tokens: number[]) => {
       let slot = -1;
-      await worker.generate(`lru-${tokens.length}-${tokens[5]}`, tokens, { ...greedy, maxTokens: 2 }, {
-        onStarted: (event) => {
-          slot = event.slot;
-          scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: event.slot, tokens });
+      await worker.generate(
+        `lru-${tokens.length}-${tokens[5]}`,
+        tokens,
+        { ...greedy, maxTokens: 2 },
+        {
+          onStarted: (event) => {
+            slot = event.slot;
+            scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: event.slot, tokens });
+          },
         },
-      });
+      );
       return slot;
     };
     const [a, b, c] = [await conversation("alpha"), await conversation("bravo"), await conversation("charlie")];

@@ -36,7 +36,15 @@ afterAll(async () => {
 const greedy = { temperature: 0, stop: [] as string[], maxTokens: 8 };
 
 async function prompt(text: string): Promise<number[]> {
-  return (await preparer.chat({ modelId: "tiny", messages: [{ role: "system", content: text }, { role: "user", content: "go" }] })).tokens;
+  return (
+    await preparer.chat({
+      modelId: "tiny",
+      messages: [
+        { role: "system", content: text },
+        { role: "user", content: "go" },
+      ],
+    })
+  ).tokens;
 }
 
 describe("spill and reload", () => {
@@ -102,7 +110,14 @@ describe.each<Isolation>(["thread", "process"])("a stored state that cannot be l
   beforeAll(async () => {
     storeRoot = await mkdtemp(join(tmpdir(), "radixgate-broken-"));
     const modelPath = await ensureModel("tiny");
-    worker = new WorkerHandle(workerInit(modelPath, { workerId: `broken-${isolation}`, slots: 1, spill: { budgetBytes: 64 * 1024 * 1024, minTokens: 16, recentMs: 600_000, dir: storeRoot } }), { isolation });
+    worker = new WorkerHandle(
+      workerInit(modelPath, {
+        workerId: `broken-${isolation}`,
+        slots: 1,
+        spill: { budgetBytes: 64 * 1024 * 1024, minTokens: 16, recentMs: 600_000, dir: storeRoot },
+      }),
+      { isolation },
+    );
     await worker.start();
     first = await prompt(`broken first ${"a conversation long enough to spill ".repeat(15)}`);
     second = await prompt(`broken second ${"another conversation that evicts it ".repeat(15)}`);

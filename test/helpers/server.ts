@@ -15,7 +15,14 @@ export interface TestServer {
 
 export async function startTestServer(
   // `server`: extra keys of config.yml's server section (limits such as maxJsonDepth).
-  overrides: { workers?: number; slots?: number; policy?: string; isolation?: "thread" | "process"; requestTimeoutMs?: number; server?: Record<string, unknown> } = {},
+  overrides: {
+    workers?: number;
+    slots?: number;
+    policy?: string;
+    isolation?: "thread" | "process";
+    requestTimeoutMs?: number;
+    server?: Record<string, unknown>;
+  } = {},
 ): Promise<TestServer> {
   const config = parseConfig({
     server: { host: "127.0.0.1", port: 0, logLevel: "warn", ...overrides.server },
@@ -49,7 +56,14 @@ export interface Health {
   status: string;
   failovers: number;
   config_error: string | null;
-  workers: { id: string; alive: boolean; in_flight: number; restarts: number; isolation: string; finished: { stop: number; length: number; cancelled: number } }[];
+  workers: {
+    id: string;
+    alive: boolean;
+    in_flight: number;
+    restarts: number;
+    isolation: string;
+    finished: { stop: number; length: number; cancelled: number };
+  }[];
 }
 
 export async function healthOf(server: TestServer): Promise<Health> {
@@ -57,7 +71,12 @@ export async function healthOf(server: TestServer): Promise<Health> {
 }
 
 /** POST a raw body (not necessarily valid JSON) and return status and parsed JSON. */
-export async function postRaw(baseURL: string, path: string, body: string | undefined, headers: Record<string, string> = { "content-type": "application/json" }) {
+export async function postRaw(
+  baseURL: string,
+  path: string,
+  body: string | undefined,
+  headers: Record<string, string> = { "content-type": "application/json" },
+) {
   const response = await fetch(`${baseURL}${path}`, { method: "POST", headers, body });
   const text = await response.text();
   let json: unknown;
@@ -66,5 +85,10 @@ export async function postRaw(baseURL: string, path: string, body: string | unde
   } catch {
     json = undefined;
   }
-  return { status: response.status, headers: response.headers, json: json as { error?: { message: string; type: string; param: string | null; code: string | null } } & Record<string, unknown>, text };
+  return {
+    status: response.status,
+    headers: response.headers,
+    json: json as { error?: { message: string; type: string; param: string | null; code: string | null } } & Record<string, unknown>,
+    text,
+  };
 }

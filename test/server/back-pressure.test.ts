@@ -24,8 +24,16 @@ afterAll(async () => {
 });
 
 async function post(body: unknown, headers: Record<string, string> = {}) {
-  const response = await fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
-  return { status: response.status, retryAfter: response.headers.get("retry-after"), body: (await response.json()) as { error?: { code: string; message: string; type: string } } };
+  const response = await fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+  return {
+    status: response.status,
+    retryAfter: response.headers.get("retry-after"),
+    body: (await response.json()) as { error?: { code: string; message: string; type: string } },
+  };
 }
 
 describe("back-pressure and the rest of the error matrix", () => {
@@ -37,7 +45,9 @@ describe("back-pressure and the rest of the error matrix", () => {
 
   it("refuses a burst beyond the queue with 429 and Retry-After, and loses nothing", async () => {
     // One slot and a queue of 2: at most 3 requests on the worker at once.
-    const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => post({ model: TINY_MODEL, messages: [{ role: "user", content: `burst ${i}` }], max_tokens: 300 })));
+    const burst = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => post({ model: TINY_MODEL, messages: [{ role: "user", content: `burst ${i}` }], max_tokens: 300 })),
+    );
     const ok = burst.filter((response) => response.status === 200);
     const refused = burst.filter((response) => response.status === 429);
     expect(ok.length + refused.length).toBe(10); // every request answered, none hanging
@@ -54,14 +64,19 @@ describe("back-pressure and the rest of the error matrix", () => {
 
   it("refuses a burst beyond a pinned worker's queue with 429 (not 503: the worker is alive)", async () => {
     const pinned = { "x-radixgate-worker": "w0" };
-    const burst = await Promise.all(Array.from({ length: 8 }, (_, i) => post({ model: TINY_MODEL, messages: [{ role: "user", content: `pinned ${i}` }], max_tokens: 300 }, pinned)));
+    const burst = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => post({ model: TINY_MODEL, messages: [{ role: "user", content: `pinned ${i}` }], max_tokens: 300 }, pinned)),
+    );
     const refused = burst.filter((response) => response.status !== 200);
     expect(burst.filter((response) => response.status === 200).length).toBeGreaterThanOrEqual(3);
     expect(refused.length).toBeGreaterThanOrEqual(1);
     for (const response of refused) {
       expect(response.status).toBe(429);
       expect(response.retryAfter).toBe("1");
-      expect(response.body.error).toMatchObject({ code: "queue_full", message: expect.stringMatching(/Worker w0 \(named by x-radixgate-worker\) has a full queue/) });
+      expect(response.body.error).toMatchObject({
+        code: "queue_full",
+        message: expect.stringMatching(/Worker w0 \(named by x-radixgate-worker\) has a full queue/),
+      });
     }
   });
 
@@ -110,7 +125,10 @@ describe("back-pressure while a worker restarts", () => {
   it("tells a refused client to come back when the worker is expected back, not at once", async () => {
     const w0 = server.fleet.get("w0")!;
     await w0.engine.crash();
-    await until(async () => w0.alive, (alive) => !alive);
+    await until(
+      async () => w0.alive,
+      (alive) => !alive,
+    );
     const refused = (await burst(6)).filter((answer) => answer.status === 429);
     expect(refused.length).toBeGreaterThan(0);
     // The worker's last start took seconds (loading the model): that is the wait it names.
@@ -118,7 +136,10 @@ describe("back-pressure while a worker restarts", () => {
       expect(Number(answer.retryAfter)).toBeGreaterThanOrEqual(2);
       expect(answer.body.error!.message).toMatch(/restarting, expected back in about \d+ s/);
     }
-    await until(async () => w0.alive, (alive) => alive);
+    await until(
+      async () => w0.alive,
+      (alive) => alive,
+    );
     const later = (await burst(8)).filter((answer) => answer.status === 429);
     for (const answer of later) expect(answer.retryAfter).toBe("1");
   });

@@ -22,28 +22,172 @@ const user = [{ role: "user", content: "hi" }];
 const cases: { name: string; body: string | undefined; status: number; code: string; param: string | null; says: RegExp }[] = [
   { name: "malformed JSON", body: '{"model": "x", "messages": [', status: 400, code: "invalid_json", param: null, says: /not valid JSON/ },
   { name: "an empty body", body: "", status: 400, code: "invalid_json", param: null, says: /empty/ },
-  { name: "missing messages", body: JSON.stringify({ model: TINY_MODEL }), status: 400, code: "invalid_request", param: "messages", says: /`messages` is required/ },
+  {
+    name: "missing messages",
+    body: JSON.stringify({ model: TINY_MODEL }),
+    status: 400,
+    code: "invalid_request",
+    param: "messages",
+    says: /`messages` is required/,
+  },
   { name: "missing model", body: JSON.stringify({ messages: user }), status: 400, code: "invalid_request", param: "model", says: /`model` is required/ },
-  { name: "messages of the wrong type", body: JSON.stringify({ model: TINY_MODEL, messages: "hi" }), status: 400, code: "invalid_request", param: "messages", says: /must be array; got string/ },
-  { name: "temperature of the wrong type", body: JSON.stringify({ model: TINY_MODEL, messages: user, temperature: "hot" }), status: 400, code: "invalid_request", param: "temperature", says: /must be number or null; got string "hot"/ },
-  { name: "max_tokens below 1", body: JSON.stringify({ model: TINY_MODEL, messages: user, max_tokens: 0 }), status: 400, code: "invalid_request", param: "max_tokens", says: /max_tokens/ },
-  { name: "an unknown role", body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "wizard", content: "x" }] }), status: 400, code: "invalid_request", param: "messages[0].role", says: /must be one of "system", "developer", "user", "assistant", "tool"; got string "wizard"/ },
-  { name: "a message without content", body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user" }] }), status: 400, code: "invalid_request", param: "messages[0].content", says: /is required/ },
-  { name: "an image part", body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "http://x" } }] }] }), status: 400, code: "invalid_request", param: "messages[0].content[0].type", says: /must be one of "text"/ },
-  { name: "n > 1", body: JSON.stringify({ model: TINY_MODEL, messages: user, n: 3 }), status: 400, code: "unsupported_parameter", param: "n", says: /`n` is not supported/ },
-  { name: "tools", body: JSON.stringify({ model: TINY_MODEL, messages: user, tools: [{ type: "function", function: { name: "f" } }] }), status: 400, code: "unsupported_parameter", param: "tools", says: /`tools` is not supported/ },
-  { name: "a tool message", body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "tool", content: "x", tool_call_id: "1" }] }), status: 400, code: "unsupported_parameter", param: "messages[0].role", says: /tool calling is not supported/ },
-  { name: "an unknown model", body: JSON.stringify({ model: "gpt-9", messages: user }), status: 404, code: "model_not_found", param: "model", says: /"gpt-9" is not served here\. Served models: radixgate-tiny/ },
-  { name: "an unknown pinned worker", body: JSON.stringify({ model: TINY_MODEL, messages: user }), status: 400, code: "worker_not_found", param: "x-radixgate-worker", says: /"w9"/ },
-  { name: "a prompt longer than a slot", body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "files ".repeat(2500) }] }), status: 413, code: "context_length_exceeded", param: "messages", says: /The prompt is \d+ tokens but a slot .* holds 2048 tokens/ },
-  { name: "five stop sequences", body: JSON.stringify({ model: TINY_MODEL, messages: user, stop: ["a", "b", "c", "d", "e"] }), status: 400, code: "invalid_request", param: "stop", says: /^`stop` holds 5 items; at most 4 are allowed\.$/ },
-  { name: "an empty messages list", body: JSON.stringify({ model: TINY_MODEL, messages: [] }), status: 400, code: "invalid_request", param: "messages", says: /^`messages` holds 0 items; at least 1 is required\.$/ },
-  { name: "JSON nested 5,000 levels deep", body: "[".repeat(5000) + "]".repeat(5000), status: 400, code: "json_too_deep", param: null, says: /more than 64 levels deep; at most 64 are allowed \(server\.maxJsonDepth\)/ },
+  {
+    name: "messages of the wrong type",
+    body: JSON.stringify({ model: TINY_MODEL, messages: "hi" }),
+    status: 400,
+    code: "invalid_request",
+    param: "messages",
+    says: /must be array; got string/,
+  },
+  {
+    name: "temperature of the wrong type",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user, temperature: "hot" }),
+    status: 400,
+    code: "invalid_request",
+    param: "temperature",
+    says: /must be number or null; got string "hot"/,
+  },
+  {
+    name: "max_tokens below 1",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user, max_tokens: 0 }),
+    status: 400,
+    code: "invalid_request",
+    param: "max_tokens",
+    says: /max_tokens/,
+  },
+  {
+    name: "an unknown role",
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "wizard", content: "x" }] }),
+    status: 400,
+    code: "invalid_request",
+    param: "messages[0].role",
+    says: /must be one of "system", "developer", "user", "assistant", "tool"; got string "wizard"/,
+  },
+  {
+    name: "a message without content",
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user" }] }),
+    status: 400,
+    code: "invalid_request",
+    param: "messages[0].content",
+    says: /is required/,
+  },
+  {
+    name: "an image part",
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "http://x" } }] }] }),
+    status: 400,
+    code: "invalid_request",
+    param: "messages[0].content[0].type",
+    says: /must be one of "text"/,
+  },
+  {
+    name: "n > 1",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user, n: 3 }),
+    status: 400,
+    code: "unsupported_parameter",
+    param: "n",
+    says: /`n` is not supported/,
+  },
+  {
+    name: "tools",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user, tools: [{ type: "function", function: { name: "f" } }] }),
+    status: 400,
+    code: "unsupported_parameter",
+    param: "tools",
+    says: /`tools` is not supported/,
+  },
+  {
+    name: "a tool message",
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "tool", content: "x", tool_call_id: "1" }] }),
+    status: 400,
+    code: "unsupported_parameter",
+    param: "messages[0].role",
+    says: /tool calling is not supported/,
+  },
+  {
+    name: "an unknown model",
+    body: JSON.stringify({ model: "gpt-9", messages: user }),
+    status: 404,
+    code: "model_not_found",
+    param: "model",
+    says: /"gpt-9" is not served here\. Served models: radixgate-tiny/,
+  },
+  {
+    name: "an unknown pinned worker",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user }),
+    status: 400,
+    code: "worker_not_found",
+    param: "x-radixgate-worker",
+    says: /"w9"/,
+  },
+  {
+    name: "a prompt longer than a slot",
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "files ".repeat(2500) }] }),
+    status: 413,
+    code: "context_length_exceeded",
+    param: "messages",
+    says: /The prompt is \d+ tokens but a slot .* holds 2048 tokens/,
+  },
+  {
+    name: "five stop sequences",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user, stop: ["a", "b", "c", "d", "e"] }),
+    status: 400,
+    code: "invalid_request",
+    param: "stop",
+    says: /^`stop` holds 5 items; at most 4 are allowed\.$/,
+  },
+  {
+    name: "an empty messages list",
+    body: JSON.stringify({ model: TINY_MODEL, messages: [] }),
+    status: 400,
+    code: "invalid_request",
+    param: "messages",
+    says: /^`messages` holds 0 items; at least 1 is required\.$/,
+  },
+  {
+    name: "JSON nested 5,000 levels deep",
+    body: "[".repeat(5000) + "]".repeat(5000),
+    status: 400,
+    code: "json_too_deep",
+    param: null,
+    says: /more than 64 levels deep; at most 64 are allowed \(server\.maxJsonDepth\)/,
+  },
   { name: "an unknown field nested 65 levels deep", body: nestedIn(65), status: 400, code: "json_too_deep", param: null, says: /at most 64/ },
-  { name: "a json_schema nested past the limit", body: JSON.stringify({ model: TINY_MODEL, messages: user, response_format: { type: "json_schema", json_schema: { name: "deep", schema: arraySchema(70) } } }), status: 400, code: "json_too_deep", param: null, says: /server\.maxJsonDepth/ },
-  { name: "a `user` over 256 characters", body: JSON.stringify({ model: TINY_MODEL, messages: user, user: "u".repeat(257) }), status: 400, code: "invalid_request", param: "user", says: /^`user` is 257 characters long; at most 256 are allowed \(server\.maxIdLength\)\.$/ },
-  { name: "a `model` over 256 characters", body: JSON.stringify({ model: "m".repeat(300), messages: user }), status: 400, code: "invalid_request", param: "model", says: /`model` is 300 characters long; at most 256/ },
-  { name: "stray closing brackets before deep nesting", body: "]".repeat(100) + "[".repeat(100), status: 400, code: "json_too_deep", param: null, says: /at most 64/ },
+  {
+    name: "a json_schema nested past the limit",
+    body: JSON.stringify({
+      model: TINY_MODEL,
+      messages: user,
+      response_format: { type: "json_schema", json_schema: { name: "deep", schema: arraySchema(70) } },
+    }),
+    status: 400,
+    code: "json_too_deep",
+    param: null,
+    says: /server\.maxJsonDepth/,
+  },
+  {
+    name: "a `user` over 256 characters",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user, user: "u".repeat(257) }),
+    status: 400,
+    code: "invalid_request",
+    param: "user",
+    says: /^`user` is 257 characters long; at most 256 are allowed \(server\.maxIdLength\)\.$/,
+  },
+  {
+    name: "a `model` over 256 characters",
+    body: JSON.stringify({ model: "m".repeat(300), messages: user }),
+    status: 400,
+    code: "invalid_request",
+    param: "model",
+    says: /`model` is 300 characters long; at most 256/,
+  },
+  {
+    name: "stray closing brackets before deep nesting",
+    body: "]".repeat(100) + "[".repeat(100),
+    status: 400,
+    code: "json_too_deep",
+    param: null,
+    says: /at most 64/,
+  },
   { name: "a JSON null body", body: "null", status: 400, code: "invalid_request", param: null, says: /^The request body must be object; got null\.$/ },
   { name: "a __proto__ key", body: '{"__proto__": {"admin": true}, "model": "x"}', status: 400, code: "invalid_json", param: null, says: /__proto__/ },
 ];
@@ -192,12 +336,25 @@ describe("bad input", () => {
   it("checks JSON depth outside strings only, and lets a body exactly at the limit through", async () => {
     const atLimit = await postRaw(server.baseURL, "/chat/completions", nestedIn(64));
     expect(atLimit.status).toBe(200);
-    const brackets = await postRaw(server.baseURL, "/chat/completions", JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: `an "escaped quote ${"[{".repeat(200)}` }], max_tokens: 1 }));
+    const brackets = await postRaw(
+      server.baseURL,
+      "/chat/completions",
+      JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: `an "escaped quote ${"[{".repeat(200)}` }], max_tokens: 1 }),
+    );
     expect(brackets.status).toBe(200);
   });
 
   it("turns a json_schema nested within the limit into a grammar or a 400, never a 500", async () => {
-    const response = await postRaw(server.baseURL, "/chat/completions", JSON.stringify({ model: TINY_MODEL, messages: user, max_tokens: 1, response_format: { type: "json_schema", json_schema: { name: "deep", schema: arraySchema(25) } } }));
+    const response = await postRaw(
+      server.baseURL,
+      "/chat/completions",
+      JSON.stringify({
+        model: TINY_MODEL,
+        messages: user,
+        max_tokens: 1,
+        response_format: { type: "json_schema", json_schema: { name: "deep", schema: arraySchema(25) } },
+      }),
+    );
     expect([200, 400]).toContain(response.status);
     if (response.status === 400) expect(response.json.error?.param).toBe("response_format.json_schema.schema");
   });
@@ -205,7 +362,11 @@ describe("bad input", () => {
   it("refuses over-long x-session-id and x-radixgate-worker headers by name", async () => {
     const body = JSON.stringify({ model: TINY_MODEL, messages: user, max_tokens: 1 });
     for (const header of ["x-session-id", "x-radixgate-worker"]) {
-      const answer = await refused("/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json", [header]: "s".repeat(257) }, body });
+      const answer = await refused("/v1/chat/completions", {
+        method: "POST",
+        headers: { "content-type": "application/json", [header]: "s".repeat(257) },
+        body,
+      });
       expect(answer.status).toBe(400);
       expect(answer.error).toMatchObject({ code: "invalid_request", param: header });
       expect(answer.error.message).toBe(`The header \`${header}\` is 257 characters long; at most 256 are allowed (server.maxIdLength).`);
@@ -269,18 +430,32 @@ describe("limits set in config.yml", () => {
     const body = { model: TINY_MODEL, messages: user, max_tokens: 1 };
     const longUser = await postRaw(limited.baseURL, "/chat/completions", JSON.stringify({ ...body, user: "u".repeat(21) }));
     expect(longUser.status).toBe(400);
-    expect(longUser.json.error).toMatchObject({ code: "invalid_request", param: "user", message: "`user` is 21 characters long; at most 20 are allowed (server.maxIdLength)." });
-    const longSession = await postRaw(limited.baseURL, "/chat/completions", JSON.stringify(body), { "content-type": "application/json", "x-session-id": "s".repeat(21) });
+    expect(longUser.json.error).toMatchObject({
+      code: "invalid_request",
+      param: "user",
+      message: "`user` is 21 characters long; at most 20 are allowed (server.maxIdLength).",
+    });
+    const longSession = await postRaw(limited.baseURL, "/chat/completions", JSON.stringify(body), {
+      "content-type": "application/json",
+      "x-session-id": "s".repeat(21),
+    });
     expect(longSession.json.error).toMatchObject({ code: "invalid_request", param: "x-session-id" });
     const longPath = await fetch(`${limited.baseURL}/models/${"m".repeat(21)}`);
     expect(longPath.status).toBe(414);
     expect(((await longPath.json()) as { error: { message: string } }).error.message).toMatch(/longer than the 20 characters allowed/);
-    const fits = await postRaw(limited.baseURL, "/chat/completions", JSON.stringify({ ...body, user: "u".repeat(20) }), { "content-type": "application/json", "x-session-id": "s".repeat(20) });
+    const fits = await postRaw(limited.baseURL, "/chat/completions", JSON.stringify({ ...body, user: "u".repeat(20) }), {
+      "content-type": "application/json",
+      "x-session-id": "s".repeat(20),
+    });
     expect(fits.status).toBe(200);
   });
 
   it("answers a body over server.bodyLimitBytes with 413 body_too_large naming the limit", async () => {
-    const response = await postRaw(limited.baseURL, "/chat/completions", JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "x".repeat(3000) }] }));
+    const response = await postRaw(
+      limited.baseURL,
+      "/chat/completions",
+      JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "x".repeat(3000) }] }),
+    );
     expect(response.status).toBe(413);
     expect(response.json.error).toMatchObject({ code: "body_too_large", type: "invalid_request_error", param: null });
     expect(response.json.error!.message).toMatch(/larger than the 2048 bytes this server accepts \(server\.bodyLimitBytes\)/);

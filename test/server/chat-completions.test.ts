@@ -82,7 +82,11 @@ describe("POST /v1/chat/completions", () => {
     // whatever the slot held before: the salted prompt itself is new.
     expect(first.data.usage?.prompt_tokens_details?.cached_tokens).toBeLessThan(10);
 
-    const secondTurn = [...firstTurn, { role: "assistant" as const, content: first.data.choices[0]!.message.content! }, { role: "user" as const, content: "And their sizes?" }];
+    const secondTurn = [
+      ...firstTurn,
+      { role: "assistant" as const, content: first.data.choices[0]!.message.content! },
+      { role: "user" as const, content: "And their sizes?" },
+    ];
     const second = await server.client.chat.completions
       .create({ model: TINY_MODEL, messages: secondTurn, max_tokens: 4, temperature: 0 }, { headers: { "x-radixgate-worker": worker } })
       .withResponse();
@@ -94,7 +98,10 @@ describe("POST /v1/chat/completions", () => {
 
     // The other worker never saw this conversation: nothing of it is cached there.
     const other = worker === "w0" ? "w1" : "w0";
-    const elsewhere = await server.client.chat.completions.create({ model: TINY_MODEL, messages: secondTurn, max_tokens: 2 }, { headers: { "x-radixgate-worker": other } });
+    const elsewhere = await server.client.chat.completions.create(
+      { model: TINY_MODEL, messages: secondTurn, max_tokens: 2 },
+      { headers: { "x-radixgate-worker": other } },
+    );
     expect(elsewhere.usage?.prompt_tokens_details?.cached_tokens).toBeLessThan(10);
   });
 

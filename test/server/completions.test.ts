@@ -136,29 +136,95 @@ describe("POST /v1/completions", () => {
     expect(promptTokens).toBeGreaterThan(0.9 * 2048);
     expect(promptTokens).toBeLessThan(2048 - 4);
     const worker = first.response.headers.get("x-radixgate-worker")!;
-    const again = await server.client.completions.create({ model: TINY_MODEL, prompt, max_tokens: 4, temperature: 0 }, { headers: { "x-radixgate-worker": worker } });
+    const again = await server.client.completions.create(
+      { model: TINY_MODEL, prompt, max_tokens: 4, temperature: 0 },
+      { headers: { "x-radixgate-worker": worker } },
+    );
     expect((again.usage as { prompt_tokens_details?: { cached_tokens?: number } }).prompt_tokens_details?.cached_tokens).toBe(promptTokens - 1);
   });
 });
 
 describe("POST /v1/completions refuses what it cannot do, naming the field", () => {
   const cases: { name: string; body: Record<string, unknown>; status: number; code: string; param: string; says: RegExp }[] = [
-    { name: "several prompts", body: { prompt: ["one", "two"] }, status: 400, code: "unsupported_parameter", param: "prompt", says: /2 prompts, but only one prompt per request is supported/ },
+    {
+      name: "several prompts",
+      body: { prompt: ["one", "two"] },
+      status: 400,
+      code: "unsupported_parameter",
+      param: "prompt",
+      says: /2 prompts, but only one prompt per request is supported/,
+    },
     { name: "several token prompts", body: { prompt: [[1, 2], [3, 4], [5]] }, status: 400, code: "unsupported_parameter", param: "prompt", says: /3 prompts/ },
-    { name: "a token id past the vocabulary", body: { prompt: [1, 300, vocab.tokens.length] }, status: 400, code: "invalid_request", param: "prompt[2]", says: new RegExp(`is ${vocab.tokens.length}, which is not a token id .* from 0 to ${vocab.tokens.length - 1}`) },
-    { name: "a negative token id", body: { prompt: [[5, -1]] }, status: 400, code: "invalid_request", param: "prompt[0][1]", says: /is -1, which is not a token id/ },
-    { name: "a fractional token id", body: { prompt: [5, 2.5] }, status: 400, code: "invalid_request", param: "prompt[1]", says: /must be an integer token id; got 2.5/ },
+    {
+      name: "a token id past the vocabulary",
+      body: { prompt: [1, 300, vocab.tokens.length] },
+      status: 400,
+      code: "invalid_request",
+      param: "prompt[2]",
+      says: new RegExp(`is ${vocab.tokens.length}, which is not a token id .* from 0 to ${vocab.tokens.length - 1}`),
+    },
+    {
+      name: "a negative token id",
+      body: { prompt: [[5, -1]] },
+      status: 400,
+      code: "invalid_request",
+      param: "prompt[0][1]",
+      says: /is -1, which is not a token id/,
+    },
+    {
+      name: "a fractional token id",
+      body: { prompt: [5, 2.5] },
+      status: 400,
+      code: "invalid_request",
+      param: "prompt[1]",
+      says: /must be an integer token id; got 2.5/,
+    },
     { name: "a mixed array", body: { prompt: [5, "x"] }, status: 400, code: "invalid_request", param: "prompt[1]", says: /`prompt\[1\]` is "x"/ },
-    { name: "a prompt of the wrong type", body: { prompt: 42 }, status: 400, code: "invalid_request", param: "prompt", says: /must be string or array; got number 42/ },
+    {
+      name: "a prompt of the wrong type",
+      body: { prompt: 42 },
+      status: 400,
+      code: "invalid_request",
+      param: "prompt",
+      says: /must be string or array; got number 42/,
+    },
     { name: "a missing prompt", body: {}, status: 400, code: "invalid_request", param: "prompt", says: /`prompt` is required/ },
     { name: "echo", body: { prompt: "x", echo: true }, status: 400, code: "unsupported_parameter", param: "echo", says: /`echo` is not supported/ },
     { name: "suffix", body: { prompt: "x", suffix: "end" }, status: 400, code: "unsupported_parameter", param: "suffix", says: /`suffix` is not supported/ },
     { name: "best_of", body: { prompt: "x", best_of: 3 }, status: 400, code: "unsupported_parameter", param: "best_of", says: /`best_of` is not supported/ },
-    { name: "logprobs", body: { prompt: "x", logprobs: 2 }, status: 400, code: "unsupported_parameter", param: "logprobs", says: /`logprobs` is not supported/ },
+    {
+      name: "logprobs",
+      body: { prompt: "x", logprobs: 2 },
+      status: 400,
+      code: "unsupported_parameter",
+      param: "logprobs",
+      says: /`logprobs` is not supported/,
+    },
     { name: "n > 1", body: { prompt: "x", n: 2 }, status: 400, code: "unsupported_parameter", param: "n", says: /`n` is not supported/ },
-    { name: "an unknown model", body: { model: "gpt-3.5-turbo-instruct", prompt: "x" }, status: 404, code: "model_not_found", param: "model", says: /Served models: radixgate-tiny/ },
-    { name: "a prompt longer than a slot", body: { prompt: "files ".repeat(2500) }, status: 413, code: "context_length_exceeded", param: "prompt", says: /The prompt is \d+ tokens but a slot .* holds 2048 tokens/ },
-    { name: "a token prompt longer than a slot", body: { prompt: Array.from({ length: 2048 }, () => 300) }, status: 413, code: "context_length_exceeded", param: "prompt", says: /The prompt is 2049 tokens/ },
+    {
+      name: "an unknown model",
+      body: { model: "gpt-3.5-turbo-instruct", prompt: "x" },
+      status: 404,
+      code: "model_not_found",
+      param: "model",
+      says: /Served models: radixgate-tiny/,
+    },
+    {
+      name: "a prompt longer than a slot",
+      body: { prompt: "files ".repeat(2500) },
+      status: 413,
+      code: "context_length_exceeded",
+      param: "prompt",
+      says: /The prompt is \d+ tokens but a slot .* holds 2048 tokens/,
+    },
+    {
+      name: "a token prompt longer than a slot",
+      body: { prompt: Array.from({ length: 2048 }, () => 300) },
+      status: 413,
+      code: "context_length_exceeded",
+      param: "prompt",
+      says: /The prompt is 2049 tokens/,
+    },
   ];
   for (const testCase of cases) {
     it(`refuses ${testCase.name} with ${testCase.status} ${testCase.code}`, async () => {

@@ -46,14 +46,46 @@ interface Answer {
 const raw = (literal: string) => `\u0000raw:${literal}\u0000`;
 const toJson = (value: unknown) => JSON.stringify(value).replace(/"\\u0000raw:([^\\]*)\\u0000"/g, "$1");
 
-const oddStrings = fc.constantFrom("", " ", "\u0000", "\uD800", "\uDFFF", "🙂", "\u202E", "e\u0301", "<|im_end|>", "<|im_start|>system\n", "\n\n\n", "\\", '"', "%s%n", "{{x}}", "ﷺ", "\u2028");
+const oddStrings = fc.constantFrom(
+  "",
+  " ",
+  "\u0000",
+  "\uD800",
+  "\uDFFF",
+  "🙂",
+  "\u202E",
+  "e\u0301",
+  "<|im_end|>",
+  "<|im_start|>system\n",
+  "\n\n\n",
+  "\\",
+  '"',
+  "%s%n",
+  "{{x}}",
+  "ﷺ",
+  "\u2028",
+);
 const text = fc.oneof(
   { weight: 3, arbitrary: fc.string({ maxLength: 30 }) },
   { weight: 2, arbitrary: fc.string({ unit: "grapheme", maxLength: 15 }) },
   { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 15 }) },
   { weight: 2, arbitrary: oddStrings },
 );
-const hugeNumbers = fc.constantFrom(1e308, -1e308, 2 ** 53 + 2, -(2 ** 53), 2 ** 31, -(2 ** 31) - 1, 1e-320, 0.5, -0.5, raw("1e999"), raw("-1e999"), raw("-0"), raw("1E400"));
+const hugeNumbers = fc.constantFrom(
+  1e308,
+  -1e308,
+  2 ** 53 + 2,
+  -(2 ** 53),
+  2 ** 31,
+  -(2 ** 31) - 1,
+  1e-320,
+  0.5,
+  -0.5,
+  raw("1e999"),
+  raw("-1e999"),
+  raw("-0"),
+  raw("1E400"),
+);
 /** Mostly `valid`, sometimes `invalid`: valid-ish bodies, so that a good share is answered 200. */
 const mostly = <T, U>(valid: fc.Arbitrary<T>, invalid: fc.Arbitrary<U>) => fc.oneof({ weight: 19, arbitrary: valid }, { weight: 1, arbitrary: invalid });
 
@@ -84,16 +116,32 @@ const jsonSchema = fc.letrec<{ schema: unknown }>((tie) => ({
     { depthSize: "small", withCrossShrink: true },
     fc.record({ type: fc.constantFrom("string", "number", "integer", "boolean", "null") }),
     fc.record({ type: fc.constant("string"), format: fc.constantFrom("date", "date-time", "time", "email", "uuid") }),
-    fc.record({ type: fc.constant("object"), properties: fc.dictionary(fc.string({ maxLength: 6 }), tie("schema"), { maxKeys: 3 }), required: fc.array(fc.string({ maxLength: 6 }), { maxLength: 2 }) }, { requiredKeys: ["type"] }),
-    fc.record({ type: fc.constant("array"), items: tie("schema"), minItems: fc.integer({ min: -1, max: 3 }), maxItems: fc.integer({ min: -1, max: 3 }) }, { requiredKeys: ["type"] }),
+    fc.record(
+      {
+        type: fc.constant("object"),
+        properties: fc.dictionary(fc.string({ maxLength: 6 }), tie("schema"), { maxKeys: 3 }),
+        required: fc.array(fc.string({ maxLength: 6 }), { maxLength: 2 }),
+      },
+      { requiredKeys: ["type"] },
+    ),
+    fc.record(
+      { type: fc.constant("array"), items: tie("schema"), minItems: fc.integer({ min: -1, max: 3 }), maxItems: fc.integer({ min: -1, max: 3 }) },
+      { requiredKeys: ["type"] },
+    ),
     fc.record({ anyOf: fc.array(tie("schema"), { maxLength: 3 }) }),
     fc.record({ oneOf: fc.array(tie("schema"), { maxLength: 3 }) }),
     fc.record({ enum: fc.array(fc.jsonValue({ maxDepth: 1 }), { maxLength: 3 }) }),
     fc.record({ const: fc.jsonValue({ maxDepth: 1 }) }),
     fc.record({ type: fc.array(fc.constantFrom("string", "number", "null", "object", "array", "nope"), { maxLength: 3 }) }),
-    fc.record({ $ref: fc.constantFrom("#/$defs/a", "#/definitions/a", "#", "http://x/y", "#/$defs/missing"), $defs: fc.record({ a: tie("schema") }) }, { requiredKeys: ["$ref"] }),
+    fc.record(
+      { $ref: fc.constantFrom("#/$defs/a", "#/definitions/a", "#", "http://x/y", "#/$defs/missing"), $defs: fc.record({ a: tie("schema") }) },
+      { requiredKeys: ["$ref"] },
+    ),
     fc.record({ type: fc.constant("object"), additionalProperties: fc.oneof(fc.boolean(), tie("schema")) }),
-    fc.record({ type: fc.constant("string"), minLength: fc.integer({ min: -1, max: 5 }), maxLength: fc.integer({ min: -1, max: 5 }) }, { requiredKeys: ["type"] }),
+    fc.record(
+      { type: fc.constant("string"), minLength: fc.integer({ min: -1, max: 5 }), maxLength: fc.integer({ min: -1, max: 5 }) },
+      { requiredKeys: ["type"] },
+    ),
     junk,
   ),
 })).schema;
@@ -107,7 +155,13 @@ const simpleSchema = fc.constantFrom(
 const responseFormat = mostly(
   fc.oneof(
     fc.constantFrom({ type: "text" }, { type: "json_object" }),
-    fc.record({ type: fc.constant("json_schema"), json_schema: fc.record({ name: fc.constantFrom("answer", "x"), schema: mostly(simpleSchema, jsonSchema), strict: fc.option(fc.boolean()) }, { requiredKeys: ["name"] }) }),
+    fc.record({
+      type: fc.constant("json_schema"),
+      json_schema: fc.record(
+        { name: fc.constantFrom("answer", "x"), schema: mostly(simpleSchema, jsonSchema), strict: fc.option(fc.boolean()) },
+        { requiredKeys: ["name"] },
+      ),
+    }),
   ),
   fc.oneof(fc.constantFrom({ type: "json_schema" }, { type: "xml" }, { type: "json_schema", json_schema: { name: "" } }), junk),
 );
@@ -157,11 +211,44 @@ const prompt = fc.oneof(
   fc.array(fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 4 }), { maxLength: 3 }),
   junk,
 );
-const completionBody = fc.record({ ...generationFields, prompt, echo: mostly(fc.constant(false), fc.constant(true)), suffix: mostly(fc.constant(""), text), best_of: mostly(fc.constant(1), fc.constant(2)) }, { requiredKeys: ["model", "max_tokens", "prompt"] });
+const completionBody = fc.record(
+  {
+    ...generationFields,
+    prompt,
+    echo: mostly(fc.constant(false), fc.constant(true)),
+    suffix: mostly(fc.constant(""), text),
+    best_of: mostly(fc.constant(1), fc.constant(2)),
+  },
+  { requiredKeys: ["model", "max_tokens", "prompt"] },
+);
 
 /** Field paths a mutation may hit (dotted; numbers index arrays). */
 const mutationTargets = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom(...generationKeys.filter((key) => key !== "max_tokens"), "messages", "prompt", "messages.0", "messages.0.role", "messages.0.content", "messages.0.content.0", "response_format.json_schema.schema", "response_format.json_schema", "response_format.type", "stream_options.include_usage", "stop.0", "logprobs", "tools", "tool_choice", "logit_bias", "functions", "modalities", "prediction", "top_logprobs") },
+  {
+    weight: 6,
+    arbitrary: fc.constantFrom(
+      ...generationKeys.filter((key) => key !== "max_tokens"),
+      "messages",
+      "prompt",
+      "messages.0",
+      "messages.0.role",
+      "messages.0.content",
+      "messages.0.content.0",
+      "response_format.json_schema.schema",
+      "response_format.json_schema",
+      "response_format.type",
+      "stream_options.include_usage",
+      "stop.0",
+      "logprobs",
+      "tools",
+      "tool_choice",
+      "logit_bias",
+      "functions",
+      "modalities",
+      "prediction",
+      "top_logprobs",
+    ),
+  },
   { weight: 1, arbitrary: fc.string({ maxLength: 12 }) },
 );
 const mutation = fc.oneof(
@@ -197,13 +284,30 @@ const junkBody = fc.oneof(
   fc.string({ unit: "binary", maxLength: 40 }),
   fc.jsonValue({ maxDepth: 4 }).map(toJson),
   fc.integer({ min: 1, max: 300 }).map((depth) => "[".repeat(depth) + "]".repeat(depth)),
-  fc.integer({ min: 1, max: 300 }).map((depth) => '{"a":'.repeat(depth) + "1" + "}".repeat(depth)),
-  fc.integer({ min: 1, max: 100 }).map((depth) => `{"model":"${TINY_MODEL}","messages":[{"role":"user","content":"x"}],"max_tokens":1,"deep":${"[".repeat(depth)}${"]".repeat(depth)}}`),
+  fc.integer({ min: 1, max: 300 }).map((depth) => `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`),
+  fc
+    .integer({ min: 1, max: 100 })
+    .map((depth) => `{"model":"${TINY_MODEL}","messages":[{"role":"user","content":"x"}],"max_tokens":1,"deep":${"[".repeat(depth)}${"]".repeat(depth)}}`),
   fc.tuple(chatBody, fc.nat()).map(([body, cut]) => {
     const json = toJson(body);
     return json.slice(0, cut % Math.max(1, json.length));
   }),
-  fc.constantFrom("", "null", "[]", "1", '"x"', "{}", "{,}", '{"a":1,}', "{'a':1}", '{"__proto__":{"x":1}}', '{"constructor":{"prototype":{"x":1}}}', "\uFEFF{}", "/* c */{}", "[".repeat(5000)),
+  fc.constantFrom(
+    "",
+    "null",
+    "[]",
+    "1",
+    '"x"',
+    "{}",
+    "{,}",
+    '{"a":1,}',
+    "{'a':1}",
+    '{"__proto__":{"x":1}}',
+    '{"constructor":{"prototype":{"x":1}}}',
+    "\uFEFF{}",
+    "/* c */{}",
+    "[".repeat(5000),
+  ),
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -211,13 +315,32 @@ const junkBody = fc.oneof(
 
 /** Header values a client can send (no CR, LF or NUL; Latin-1 at most). */
 const headerValue = fc.oneof(
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it removes
   fc.string({ unit: "binary-ascii", maxLength: 20 }).map((value) => value.replace(/[\u0000-\u001f\u007f]/g, "")),
-  fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength: 20 }),
+  fc.string({
+    unit: fc
+      .integer({ min: 0x20, max: 0xff })
+      .filter((c) => c !== 0x7f)
+      .map((c) => String.fromCharCode(c)),
+    maxLength: 20,
+  }),
   fc.integer({ min: 200, max: 2000 }).map((length) => "h".repeat(length)),
 );
 const contentType = fc.oneof(
   { weight: 18, arbitrary: fc.constantFrom("application/json", "application/json; charset=utf-8", "Application/JSON") },
-  { weight: 1, arbitrary: fc.constantFrom("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1", "application/jsonx", "application/", ";", "*/*") },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/json; charset=latin1",
+      "application/jsonx",
+      "application/",
+      ";",
+      "*/*",
+    ),
+  },
   { weight: 1, arbitrary: headerValue },
 );
 const headers = fc
@@ -231,9 +354,25 @@ const headers = fc
     },
     { requiredKeys: ["content-type"] },
   )
-  .map((record) => Object.fromEntries(Object.entries(record).flatMap(([name, value]) => (value === undefined ? [] : [[name, value.trim()]]))) as Record<string, string>);
+  .map(
+    (record) =>
+      Object.fromEntries(Object.entries(record).flatMap(([name, value]) => (value === undefined ? [] : [[name, value.trim()]]))) as Record<string, string>,
+  );
 
-const KNOWN_PATHS = ["/v1/chat/completions", "/v1/completions", "/v1/models", `/v1/models/${TINY_MODEL}`, "/v1/models/nope", "/health", "/ready", "/metrics", "/v1/embeddings", "/", "/v1", "/v1/"];
+const KNOWN_PATHS = [
+  "/v1/chat/completions",
+  "/v1/completions",
+  "/v1/models",
+  `/v1/models/${TINY_MODEL}`,
+  "/v1/models/nope",
+  "/health",
+  "/ready",
+  "/metrics",
+  "/v1/embeddings",
+  "/",
+  "/v1",
+  "/v1/",
+];
 const segment = fc.oneof(
   fc.stringMatching(/^[A-Za-z0-9._~-]{1,12}$/),
   fc.constantFrom("%", "%E0%A4%A", "%00", "%2F", "%zz", "%C3%28", "%FF", "%25", "..", ".", ";a=b", "a%20b", ":id", "*"),
@@ -243,7 +382,12 @@ const path = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom(...KNOWN_PATHS) },
   { weight: 2, arbitrary: fc.tuple(fc.constantFrom("/v1/models/", "/v1/", "/", "/v1/chat/"), segment).map(([prefix, last]) => prefix + last) },
   { weight: 1, arbitrary: fc.array(segment, { minLength: 1, maxLength: 4 }).map((parts) => `/${parts.join("/")}`) },
-  { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...KNOWN_PATHS), fc.string({ unit: "grapheme-ascii", maxLength: 10 })).map(([known, query]) => `${known}?${encodeURIComponent(query)}=%ZZ&a`) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.constantFrom(...KNOWN_PATHS), fc.string({ unit: "grapheme-ascii", maxLength: 10 }))
+      .map(([known, query]) => `${known}?${encodeURIComponent(query)}=%ZZ&a`),
+  },
 );
 
 const via = fc.oneof({ weight: 3, arbitrary: fc.constant("inject" as const) }, { weight: 1, arbitrary: fc.constant("http" as const) });
@@ -346,45 +490,49 @@ function violation(request: FuzzRequest, answer: Answer): string | undefined {
 }
 
 /** Error codes the generators must reach in a run: a run that reaches none of them tests little. */
-const CODES_REACHED = ["invalid_request", "invalid_json", "unsupported_parameter", "unsupported_media_type", "route_not_found", "method_not_allowed", "json_too_deep", "invalid_url"];
+const CODES_REACHED = [
+  "invalid_request",
+  "invalid_json",
+  "unsupported_parameter",
+  "unsupported_media_type",
+  "route_not_found",
+  "method_not_allowed",
+  "json_too_deep",
+  "invalid_url",
+];
 
 describe("fuzzing the HTTP surface", () => {
-  it(
-    `answers ${RUNS} generated requests with a 2xx or an OpenAI-shaped 4xx, never a 5xx or a hang, and still serves afterwards`,
-    async () => {
-      const seen = new Map<string, number>();
-      const tally = (key: string) => seen.set(key, (seen.get(key) ?? 0) + 1);
-      const seed = process.env.FUZZ_SEED === undefined ? undefined : Number(process.env.FUZZ_SEED);
-      await fc.assert(
-        fc.asyncProperty(fuzzRequest, async (request) => {
-          const answer = await send(request);
-          tally("sent");
-          tally(request.via);
-          tally(answer.status < 300 ? "2xx" : String(answer.status));
-          const code = /"code":"([a-z_]+)"/.exec(answer.text)?.[1];
-          if (code && answer.status >= 400) tally(code);
-          const broken = violation(request, answer);
-          if (broken) throw new Error(`${broken}: ${answer.status} ${answer.text.slice(0, 400)}`);
-        }),
-        // No shrinking: the server's state is shared, so a smaller retry could meet a worker
-        // still restarting from the request that failed; the report names that request itself.
-        { numRuns: RUNS, endOnFailure: true, ...(seed !== undefined ? { seed } : {}) },
-      );
-      console.info(`fuzz: ${JSON.stringify(Object.fromEntries([...seen].sort()))}`);
-      expect(seen.get("sent")).toBe(RUNS);
-      // The run covered what it claims: real HTTP, answered requests, and the error paths.
-      expect(seen.get("http")).toBeGreaterThan(RUNS / 10);
-      expect(seen.get("2xx")).toBeGreaterThan(RUNS / 20);
-      for (const code of CODES_REACHED) expect(seen.get(code), code).toBeGreaterThan(0);
+  it(`answers ${RUNS} generated requests with a 2xx or an OpenAI-shaped 4xx, never a 5xx or a hang, and still serves afterwards`, async () => {
+    const seen = new Map<string, number>();
+    const tally = (key: string) => seen.set(key, (seen.get(key) ?? 0) + 1);
+    const seed = process.env.FUZZ_SEED === undefined ? undefined : Number(process.env.FUZZ_SEED);
+    await fc.assert(
+      fc.asyncProperty(fuzzRequest, async (request) => {
+        const answer = await send(request);
+        tally("sent");
+        tally(request.via);
+        tally(answer.status < 300 ? "2xx" : String(answer.status));
+        const code = /"code":"([a-z_]+)"/.exec(answer.text)?.[1];
+        if (code && answer.status >= 400) tally(code);
+        const broken = violation(request, answer);
+        if (broken) throw new Error(`${broken}: ${answer.status} ${answer.text.slice(0, 400)}`);
+      }),
+      // No shrinking: the server's state is shared, so a smaller retry could meet a worker
+      // still restarting from the request that failed; the report names that request itself.
+      { numRuns: RUNS, endOnFailure: true, ...(seed !== undefined ? { seed } : {}) },
+    );
+    console.info(`fuzz: ${JSON.stringify(Object.fromEntries([...seen].sort()))}`);
+    expect(seen.get("sent")).toBe(RUNS);
+    // The run covered what it claims: real HTTP, answered requests, and the error paths.
+    expect(seen.get("http")).toBeGreaterThan(RUNS / 10);
+    expect(seen.get("2xx")).toBeGreaterThan(RUNS / 20);
+    for (const code of CODES_REACHED) expect(seen.get(code), code).toBeGreaterThan(0);
 
-      const ok = await server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "still there?" }], max_tokens: 3 });
-      expect(ok.choices[0]?.message.content?.length).toBeGreaterThan(0);
-      expect(ok.usage?.completion_tokens).toBe(3);
-      expect(ok.usage?.total_tokens).toBe(ok.usage!.prompt_tokens + 3);
-    },
-    // A guard against a wedged run, far above what it needs; no speed is asserted.
-    900_000,
-  );
+    const ok = await server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "still there?" }], max_tokens: 3 });
+    expect(ok.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    expect(ok.usage?.completion_tokens).toBe(3);
+    expect(ok.usage?.total_tokens).toBe(ok.usage!.prompt_tokens + 3);
+  }, 900_000); // A guard against a wedged run, far above what it needs; no speed is asserted.
 
   // Found by the fuzz above; the fault is in the worker's sampling, not in the HTTP layer.
   // Last in the file: it stops the worker while that bug stands.
@@ -394,7 +542,14 @@ describe("fuzzing the HTTP surface", () => {
       method: "POST",
       path: "/v1/chat/completions",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 2, temperature: 1e-39, top_p: 1, response_format: { type: "json_object" } }),
+      body: JSON.stringify({
+        model: TINY_MODEL,
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 2,
+        temperature: 1e-39,
+        top_p: 1,
+        response_format: { type: "json_object" },
+      }),
     });
     expect(answer.text).not.toMatch(/worker_failed/);
     expect(answer.status).toBe(200);

@@ -43,7 +43,16 @@ describe("bench:live smoke run", () => {
 describe("bench:sim-vs-live smoke run", () => {
   // Seed 1's shape: arrivals 0, 163, 380, 438 ms; prefixes 0, 0, 1, 1 (~200 tokens); max_tokens 5, 7, 8, 8. The gaps
   // leave each prefix time to be computed (simulated with this machine's calibration) before its second request.
-  const replay = toolbenchReplay({ seed: 1, salt: 7, requests: 4, prefixes: 2, prefixTokens: 200, suffixTokens: 20, outputTokens: { min: 4, max: 8 }, ratePerS: 5 });
+  const replay = toolbenchReplay({
+    seed: 1,
+    salt: 7,
+    requests: 4,
+    prefixes: 2,
+    prefixTokens: 200,
+    suffixTokens: 20,
+    outputTokens: { min: 4, max: 8 },
+    ratePerS: 5,
+  });
 
   it("maps the generator's ids onto the model's ordinary tokens, equal ids staying equal", () => {
     const { first, count } = ordinaryTokenRange();

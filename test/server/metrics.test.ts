@@ -43,7 +43,10 @@ describe("GET /metrics", () => {
 
   it("records each request's prompt, cached and completion tokens, TTFT and placement", async () => {
     const before = await scrape();
-    const messages = [{ role: "system" as const, content: "metrics ".repeat(200) }, { role: "user" as const, content: "one" }];
+    const messages = [
+      { role: "system" as const, content: "metrics ".repeat(200) },
+      { role: "user" as const, content: "one" },
+    ];
     await server.client.chat.completions.create({ model: TINY_MODEL, messages, max_tokens: 5 });
     const stream = await server.client.chat.completions.create({ model: TINY_MODEL, messages, max_tokens: 5, stream: true });
     for await (const _chunk of stream) void _chunk;
@@ -66,7 +69,10 @@ describe("GET /metrics", () => {
     // Pinned to one worker, two long answers side by side: their tokens share decode steps.
     await Promise.all(
       ["first", "second"].map((topic) =>
-        server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: `steps ${topic}` }], max_tokens: 300 }, { headers: { "x-radixgate-worker": "w1" } }),
+        server.client.chat.completions.create(
+          { model: TINY_MODEL, messages: [{ role: "user", content: `steps ${topic}` }], max_tokens: 300 },
+          { headers: { "x-radixgate-worker": "w1" } },
+        ),
       ),
     );
     const after = await scrape();
@@ -78,7 +84,15 @@ describe("GET /metrics", () => {
 
   it("counts a stored KV state that fails to load, and still answers the same", async () => {
     const pinned = { headers: { "x-radixgate-worker": "w0" } };
-    const turn = (topic: string) => ({ model: TINY_MODEL, messages: [{ role: "system" as const, content: `${topic} `.repeat(120) }, { role: "user" as const, content: "go" }], max_tokens: 3, temperature: 0 });
+    const turn = (topic: string) => ({
+      model: TINY_MODEL,
+      messages: [
+        { role: "system" as const, content: `${topic} `.repeat(120) },
+        { role: "user" as const, content: "go" },
+      ],
+      max_tokens: 3,
+      temperature: 0,
+    });
     // w0 has 2 slots: a third conversation evicts the first one's KV into the store...
     const first = await server.client.chat.completions.create(turn("apples"), pinned);
     await server.client.chat.completions.create(turn("bridges"), pinned);

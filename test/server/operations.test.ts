@@ -118,9 +118,10 @@ describe("hot reload", () => {
     let served = 0;
     const traffic = (async () => {
       while (running) {
-        await client.chat.completions
-          .create({ model: TINY_MODEL, messages: [{ role: "user", content: `load ${served}` }], max_tokens: 20 })
-          .then(() => served++, (error: unknown) => failures.push(error));
+        await client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: `load ${served}` }], max_tokens: 20 }).then(
+          () => served++,
+          (error: unknown) => failures.push(error),
+        );
       }
     })();
 
@@ -152,14 +153,20 @@ describe("hot reload", () => {
     const w0 = radixgate.fleet.get("w0")!;
     const restarts = w0.restarts;
     await w0.engine.crash();
-    await until(async () => w0.alive, (alive) => !alive);
+    await until(
+      async () => w0.alive,
+      (alive) => !alive,
+    );
     writeFileSync(path, configText({ policy: "roundrobin", priorityGroups: 3 }));
     const result = await radixgate.reloader.reload("test");
     // The live worker took it; the down one keeps it for its restart. Not a reload failure.
     expect(result).toMatchObject({ ok: true });
     expect((await health()).config_error).toBeNull();
     expect((await radixgate.fleet.get("w1")!.engine.stats()).local.priorityGroups).toBe(3);
-    await until(async () => w0.alive && w0.restarts > restarts, (back) => back);
+    await until(
+      async () => w0.alive && w0.restarts > restarts,
+      (back) => back,
+    );
     expect((await w0.engine.stats()).local.priorityGroups).toBe(3);
   });
 
@@ -181,7 +188,11 @@ describe("SIGTERM", () => {
     try {
       const base = `http://127.0.0.1:${port}`;
       await until(
-        () => fetch(`${base}/ready`).then((r) => r.status, () => 0),
+        () =>
+          fetch(`${base}/ready`).then(
+            (r) => r.status,
+            () => 0,
+          ),
         (status) => status === 200,
         1200,
       );

@@ -41,14 +41,25 @@ describe("cancellation", () => {
     const holder = new AbortController();
     // Holds the only slot, so the next two wait in the worker's queue.
     const running = chat(server, { messages: [{ role: "user", content: "hold the slot" }], max_tokens: 1900, stream: true }, sameId, holder.signal);
-    await until(() => healthOf(server), (h) => h.workers[0]!.in_flight >= 1);
+    await until(
+      () => healthOf(server),
+      (h) => h.workers[0]!.in_flight >= 1,
+    );
     const bystander = chat(server, { messages: [{ role: "user", content: "bystander" }], max_tokens: 40 }, sameId);
     const leaver = new AbortController();
-    const leaving = chat(server, { messages: [{ role: "user", content: "leaves" }], max_tokens: 40, stream: true }, sameId, leaver.signal).catch(() => undefined);
-    await until(() => healthOf(server), (h) => h.workers[0]!.in_flight >= 3);
+    const leaving = chat(server, { messages: [{ role: "user", content: "leaves" }], max_tokens: 40, stream: true }, sameId, leaver.signal).catch(
+      () => undefined,
+    );
+    await until(
+      () => healthOf(server),
+      (h) => h.workers[0]!.in_flight >= 3,
+    );
     leaver.abort();
     await leaving;
-    await until(() => healthOf(server), (h) => h.workers[0]!.in_flight <= 2);
+    await until(
+      () => healthOf(server),
+      (h) => h.workers[0]!.in_flight <= 2,
+    );
     holder.abort();
     await running.then((response) => response.body?.cancel()).catch(() => undefined);
     const answer = await bystander;
@@ -67,7 +78,11 @@ describe("cancellation", () => {
         const abort = new AbortController();
         const sent = chat(
           server,
-          { messages: [{ role: "user", content: `schema ${i}` }], max_tokens: 400, response_format: { type: "json_schema", json_schema: { name: "wide", schema: wideSchema(i) } } },
+          {
+            messages: [{ role: "user", content: `schema ${i}` }],
+            max_tokens: 400,
+            response_format: { type: "json_schema", json_schema: { name: "wide", schema: wideSchema(i) } },
+          },
           {},
           abort.signal,
         ).catch(() => undefined);
@@ -76,7 +91,10 @@ describe("cancellation", () => {
       }),
     );
     // Each request ended in the worker: nothing is left running or queued.
-    const drained = await until(() => healthOf(server), (h) => h.workers[0]!.in_flight === 0);
+    const drained = await until(
+      () => healthOf(server),
+      (h) => h.workers[0]!.in_flight === 0,
+    );
     expect(drained.workers[0]!.in_flight).toBe(0);
     const after = await metricsOf(server);
     const count = (text: string, outcome: string) =>
@@ -129,7 +147,11 @@ describe("deadlines at any stage", () => {
   it("answers 504 whether the deadline passes while the grammar is built, queued or generating", async () => {
     const answers = await Promise.all(
       [0, 1, 2].map((i) =>
-        chat(server, { messages: [{ role: "user", content: `late ${i}` }], max_tokens: 1900, response_format: { type: "json_schema", json_schema: { name: "wide", schema: wideSchema(100 + i) } } }),
+        chat(server, {
+          messages: [{ role: "user", content: `late ${i}` }],
+          max_tokens: 1900,
+          response_format: { type: "json_schema", json_schema: { name: "wide", schema: wideSchema(100 + i) } },
+        }),
       ),
     );
     for (const answer of answers) {
@@ -147,7 +169,10 @@ describe("shutdown past its timeout", () => {
     const stream = chat(server, { messages: [{ role: "user", content: "never finishes in time" }], max_tokens: 1900, stream: true })
       .then((response) => response.text())
       .catch(() => "cut");
-    await until(async () => engine.inFlight, (count) => count >= 1);
+    await until(
+      async () => engine.inFlight,
+      (count) => count >= 1,
+    );
     await server.radixgate.shutdown(100);
     await stream;
     // The generation was cancelled and had ended before the worker was disposed (a thread
@@ -163,7 +188,10 @@ describe("closing a worker", () => {
     const engine = server.radixgate.fleet.get("w0")!.engine;
     let started = false;
     const running = engine.generate("closing", [1, 2, 3, 4], { temperature: 0, maxTokens: 300, stop: [] }, { onStarted: () => (started = true) });
-    await until(async () => started, (yes) => yes);
+    await until(
+      async () => started,
+      (yes) => yes,
+    );
     await server.close();
     // Freed mid-generation, it would have failed or stopped short.
     expect(await running).toMatchObject({ finishReason: "length", completionTokens: 300 });

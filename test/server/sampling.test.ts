@@ -32,7 +32,14 @@ describe("presence_penalty and frequency_penalty", () => {
   it("leave the greedy output exactly as it is at 0", async () => {
     for (const prompt of prompts) {
       const plain = await server.client.completions.create({ model: TINY_MODEL, prompt, max_tokens: 48, temperature: 0 });
-      const zero = await server.client.completions.create({ model: TINY_MODEL, prompt, max_tokens: 48, temperature: 0, presence_penalty: 0, frequency_penalty: 0 });
+      const zero = await server.client.completions.create({
+        model: TINY_MODEL,
+        prompt,
+        max_tokens: 48,
+        temperature: 0,
+        presence_penalty: 0,
+        frequency_penalty: 0,
+      });
       expect(zero.choices[0]?.text).toBe(plain.choices[0]?.text);
     }
   });
@@ -106,11 +113,11 @@ function isJsonPrefix(text: string): boolean {
       }
       if (c.charCodeAt(0) < 0x20) return false;
       if (c === "\\") {
-        const escape = text.slice(i + 1, i + 6);
-        if (escape.length === 0) return "open";
-        if ('"\\/bfnrt'.includes(escape[0]!)) i += 2;
-        else if (escape[0] === "u") {
-          const hex = escape.slice(1);
+        const escaped = text.slice(i + 1, i + 6);
+        if (escaped.length === 0) return "open";
+        if ('"\\/bfnrt'.includes(escaped[0]!)) i += 2;
+        else if (escaped[0] === "u") {
+          const hex = escaped.slice(1);
           if (!/^[0-9a-fA-F]*$/.test(hex)) return false;
           if (hex.length < 4) return "open";
           i += 6;
@@ -207,8 +214,10 @@ function isJsonPrefix(text: string): boolean {
 
 describe("isJsonPrefix (the test's own checker)", () => {
   it("accepts truncated JSON and refuses what no continuation can fix", () => {
-    for (const ok of ['{"a": tr', '{"a": [1, 2.', '{"a": "x\\u00', "{", '{"a": {"b": null}, "c": -', '{"k": 1e', '{"a": true}', "[]"]) expect(isJsonPrefix(ok), ok).toBe(true);
-    for (const bad of ['{"a" 1', "{a", '{"a": 01', '{"a": trux', '{"a": 1}}', '{"a": 1} x', '["a": 1]', '{"a": "\\x"']) expect(isJsonPrefix(bad), bad).toBe(false);
+    for (const ok of ['{"a": tr', '{"a": [1, 2.', '{"a": "x\\u00', "{", '{"a": {"b": null}, "c": -', '{"k": 1e', '{"a": true}', "[]"])
+      expect(isJsonPrefix(ok), ok).toBe(true);
+    for (const bad of ['{"a" 1', "{a", '{"a": 01', '{"a": trux', '{"a": 1}}', '{"a": 1} x', '["a": 1]', '{"a": "\\x"'])
+      expect(isJsonPrefix(bad), bad).toBe(false);
   });
 });
 
@@ -285,7 +294,13 @@ describe("response_format", () => {
     const response = await postRaw(
       server.baseURL,
       "/completions",
-      JSON.stringify({ model: TINY_MODEL, prompt: "JSON:", max_tokens: 64, temperature: 0, response_format: { type: "json_schema", json_schema: { name: "flag", schema } } }),
+      JSON.stringify({
+        model: TINY_MODEL,
+        prompt: "JSON:",
+        max_tokens: 64,
+        temperature: 0,
+        response_format: { type: "json_schema", json_schema: { name: "flag", schema } },
+      }),
     );
     expect(response.status).toBe(200);
     const text = (response.json.choices as { text: string }[])[0]!.text;
@@ -347,7 +362,11 @@ describe("response_format", () => {
   for (const refusal of refusals) {
     it(`refuses ${refusal.name} with a 400 naming ${refusal.param}`, async () => {
       for (const stream of [false, true]) {
-        const response = await postRaw(server.baseURL, "/chat/completions", JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 4, stream, response_format: refusal.format }));
+        const response = await postRaw(
+          server.baseURL,
+          "/chat/completions",
+          JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 4, stream, response_format: refusal.format }),
+        );
         expect(response.status).toBe(400);
         expect(response.json.error?.code).toBe(refusal.code);
         expect(response.json.error?.param).toBe(refusal.param);

@@ -17,7 +17,14 @@ async function streamChat(server: TestServer, content: string, maxTokens: number
   const response = await fetch(`${server.baseURL}/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content }], max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({
+      model: TINY_MODEL,
+      messages: [{ role: "user", content }],
+      max_tokens: maxTokens,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
   });
   const seen: StreamSeen = { status: response.status, contentChunks: 0 };
   if (response.status !== 200) {
@@ -26,7 +33,11 @@ async function streamChat(server: TestServer, content: string, maxTokens: number
   }
   for (const line of (await response.text()).split("\n")) {
     if (!line.startsWith("data: {")) continue;
-    const event = JSON.parse(line.slice(6)) as { error?: { code: string; message: string }; choices?: { delta: { content?: string } }[]; usage?: { completion_tokens: number } };
+    const event = JSON.parse(line.slice(6)) as {
+      error?: { code: string; message: string };
+      choices?: { delta: { content?: string } }[];
+      usage?: { completion_tokens: number };
+    };
     if (event.error) seen.error = event.error;
     if (event.choices?.[0]?.delta.content) seen.contentChunks++;
     if (event.usage) seen.completionTokens = event.usage.completion_tokens;
@@ -68,14 +79,23 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
     const before = await healthOf(server);
     // A non-streamed request takes one worker's only slot; streams queue behind it there.
     const plain = server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "plain" }], max_tokens: 600, temperature: 0 });
-    const holding = await until(() => healthOf(server), (h) => h.workers.some((worker) => worker.in_flight === 1));
+    const holding = await until(
+      () => healthOf(server),
+      (h) => h.workers.some((worker) => worker.in_flight === 1),
+    );
     const victim = holding.workers.find((worker) => worker.in_flight === 1)!.id;
     const decoded = (await server.radixgate.fleet.get(victim)!.engine.stats()).decodeTokens;
     const streams = Array.from({ length: 7 }, (_, i) => streamChat(server, `job ${i}`, 600));
-    const busy = await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === victim)?.in_flight ?? 0) >= 2);
+    const busy = await until(
+      () => healthOf(server),
+      (h) => (h.workers.find((worker) => worker.id === victim)?.in_flight ?? 0) >= 2,
+    );
     expect(busy.workers.find((worker) => worker.id === victim)!.in_flight).toBeGreaterThanOrEqual(2);
     // The non-streamed answer is being generated (tokens made, none sent: the client gets it whole).
-    await until(async () => (await server.radixgate.fleet.get(victim)!.engine.stats()).decodeTokens, (tokens) => tokens > decoded + 20);
+    await until(
+      async () => (await server.radixgate.fleet.get(victim)!.engine.stats()).decodeTokens,
+      (tokens) => tokens > decoded + 20,
+    );
     await kill(server, victim);
 
     // The non-streamed request had received nothing: placed again, answered in full.
@@ -91,7 +111,10 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
     expect(metrics).toMatch(new RegExp(`radixgate_failovers_total\\{worker="${victim}"\\} [2-9]`));
 
     // The worker comes back on its own, with the settings of the live change, and serves again.
-    const back = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === victim)?.alive === true);
+    const back = await until(
+      () => healthOf(server),
+      (h) => h.workers.find((worker) => worker.id === victim)?.alive === true,
+    );
     expect(back.workers.find((worker) => worker.id === victim)).toMatchObject({ alive: true, restarts: 1 });
     const restarted = await (await fetch(server.baseURL.replace(/\/v1$/, "/metrics"))).text();
     expect(restarted).toMatch(new RegExp(`radixgate_worker_restarts_total\\{worker="${victim}"\\} 1`));
@@ -107,23 +130,38 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
     // Pinned requests are never placed again; this one is streaming from w1 when w1 dies.
     const decoded = (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens;
     const running = streamChat(server, "long", 1900, { "x-radixgate-worker": "w1", "x-request-id": "req-doomed" });
-    await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1);
+    await until(
+      () => healthOf(server),
+      (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1,
+    );
     // Let it put tokens on the wire first.
-    await until(async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens, (tokens) => tokens > decoded + 20);
+    await until(
+      async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens,
+      (tokens) => tokens > decoded + 20,
+    );
     await kill(server, "w1");
     const seen = await running;
     expect(seen.contentChunks).toBeGreaterThan(0);
     expect(seen.error).toMatchObject({ code: "worker_failed", message: expect.stringMatching(/request req-doomed/) });
     expect(seen.error!.message).not.toMatch(/\.ts:|node_modules|\n\s+at /);
-    await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
+    await until(
+      () => healthOf(server),
+      (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true,
+    );
   });
 
   it("while idle: it is reported down at once and restarted", async () => {
     const restarts = (await healthOf(server)).workers.find((worker) => worker.id === "w1")!.restarts;
     await kill(server, "w1");
-    const down = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === false);
+    const down = await until(
+      () => healthOf(server),
+      (h) => h.workers.find((worker) => worker.id === "w1")?.alive === false,
+    );
     expect(down.workers.find((worker) => worker.id === "w1")!.alive).toBe(false);
-    const up = await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
+    const up = await until(
+      () => healthOf(server),
+      (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true,
+    );
     expect(up.workers.find((worker) => worker.id === "w1")).toMatchObject({ alive: true, restarts: restarts + 1 });
   });
 
@@ -134,15 +172,24 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
       headers: { "content-type": "application/json", "x-radixgate-worker": "w1", "x-request-id": "req-plain" },
       body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "long" }], max_tokens: 1900 }),
     });
-    await until(() => healthOf(server), (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1);
-    await until(async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens, (tokens) => tokens > decoded + 20);
+    await until(
+      () => healthOf(server),
+      (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1,
+    );
+    await until(
+      async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens,
+      (tokens) => tokens > decoded + 20,
+    );
     await kill(server, "w1");
     const response = await running;
     expect(response.status).toBe(500);
     const body = (await response.json()) as { error: { type: string; code: string; message: string } };
     expect(body.error).toMatchObject({ type: "server_error", code: "worker_failed" });
     expect(body.error.message).toMatch(/request req-plain/);
-    await until(() => healthOf(server), (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true);
+    await until(
+      () => healthOf(server),
+      (h) => h.workers.find((worker) => worker.id === "w1")?.alive === true,
+    );
   });
 });
 

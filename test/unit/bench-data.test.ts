@@ -23,7 +23,12 @@ describe("bench/data", () => {
   it("holds every recorded file, byte for byte", () => {
     const sums = recordedSums();
     expect(sums.length).toBeGreaterThan(40);
-    const mismatched = sums.filter(({ sum, path }) => createHash("sha256").update(readFileSync(`${DATA}${path}`)).digest("hex") !== sum);
+    const mismatched = sums.filter(
+      ({ sum, path }) =>
+        createHash("sha256")
+          .update(readFileSync(`${DATA}${path}`))
+          .digest("hex") !== sum,
+    );
     expect(mismatched).toEqual([]);
   });
 

@@ -173,7 +173,10 @@ describe("preble: TTFT histories", () => {
     const clock = { t: 0 };
     const scheduler = new GlobalScheduler(createPolicy("preble"), { now: () => clock.t });
     // w1 has no room: what is placed on it is only in flight there, never cached.
-    for (const [id, capacityTokens] of [["w0", 10_000], ["w1", 0]] as const) {
+    for (const [id, capacityTokens] of [
+      ["w0", 10_000],
+      ["w1", 0],
+    ] as const) {
       scheduler.addWorker({ id, modelId: "m", slots: SLOTS, capacityTokens, timeModel: new TimeModel(COEFFICIENTS) });
     }
     const prefix = request(0).tokens.slice(0, PREFIX);

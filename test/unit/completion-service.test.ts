@@ -12,6 +12,7 @@ import { TimeModel } from "../../src/scheduler/time-model.js";
 import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../../src/engine/host/worker-errors.js";
 import { CompletionService, type ChatHooks } from "../../src/serving/completion-service.js";
 import type { Fleet } from "../../src/serving/fleet.js";
+import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
 
 const MODEL = "m";
 const PROMPT = Array.from({ length: 200 }, (_, i) => 10 + i);
@@ -35,7 +36,7 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
       modelId: MODEL,
       slots: 1,
       capacityTokens: 4096,
-      timeModel: new TimeModel({ base: 1, perExtend: 1, perContext: 0, perExtendContext: 0, decodeBase: 5, decodePerContext: 0, copyBase: 1, copyPerToken: 0.01 }),
+      timeModel: new TimeModel(CPU_LIKE_COEFFICIENTS),
     });
     return { engine: standInWorker(finish), modelId: MODEL, restarts: 0, alive: true };
   });
@@ -49,7 +50,13 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
   const completions = new CompletionService({ fleet, preparer, scheduler, limits: { defaultMaxTokens: 8, requestTimeoutMs: 0, maxConcurrentRequests: 10 } });
   const run = (hooks: ChatHooks = {}, sampling: SamplingParams["responseFormat"] = undefined) =>
     completions.complete(
-      { requestId: "r1", modelId: MODEL, prompt: { kind: "tokens", tokens: PROMPT, param: "prompt" }, sampling: { temperature: 0, stop: [], ...(sampling ? { responseFormat: sampling } : {}) }, streamed: true },
+      {
+        requestId: "r1",
+        modelId: MODEL,
+        prompt: { kind: "tokens", tokens: PROMPT, param: "prompt" },
+        sampling: { temperature: 0, stop: [], ...(sampling ? { responseFormat: sampling } : {}) },
+        streamed: true,
+      },
       hooks,
     );
   // What the tree believes w0 holds (its slots and nothing in flight once the request ended).

@@ -20,7 +20,17 @@ function writeConfig(text: string): string {
 describe("parseConfig", () => {
   it("fills every default", () => {
     const config = parseConfig(minimal);
-    expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8388608, apiKeys: [], maxConcurrentRequests: 1024, shutdownTimeoutMs: 30000, logLevel: "info", maxJsonDepth: 64, maxIdLength: 256 });
+    expect(config.server).toEqual({
+      host: "127.0.0.1",
+      port: 8080,
+      bodyLimitBytes: 8388608,
+      apiKeys: [],
+      maxConcurrentRequests: 1024,
+      shutdownTimeoutMs: 30000,
+      logLevel: "info",
+      maxJsonDepth: 64,
+      maxIdLength: 256,
+    });
     expect(config.spill).toEqual({ budgetBytes: 536870912, minTokens: 64, recentMs: 600000, dir: "" });
     expect(config.generation).toEqual({ defaultMaxTokens: 256, requestTimeoutMs: 600000 });
     expect(config.models[0]).toMatchObject({ workers: "auto", isolation: "auto", slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
@@ -42,12 +52,16 @@ describe("parseConfig", () => {
       /models\[0\]\.slots: expected integer; got "four", allowed: integer >= 1 <= 256/,
     );
     expect(() => parseConfig({ ...minimal, server: { port: 70000 } })).toThrow(/server\.port: .*got 70000/);
-    expect(() => parseConfig({ ...minimal, scheduler: { local: { priorityGroups: 0 } } })).toThrow(/scheduler\.local\.priorityGroups: expected integer to be greater or equal to 1; got 0/);
+    expect(() => parseConfig({ ...minimal, scheduler: { local: { priorityGroups: 0 } } })).toThrow(
+      /scheduler\.local\.priorityGroups: expected integer to be greater or equal to 1; got 0/,
+    );
     expect(() => parseConfig({ models: [{ id: "m", source: "preset:tiny", gpu: "cpu" }] })).toThrow(/models\[0\]\.gpu: .*false \| "auto" \| "cuda"/);
   });
 
   it("refuses an unknown policy from the file or the environment, listing the known ones", () => {
-    expect(() => parseConfig({ ...minimal, scheduler: { policy: "random" } })).toThrow(/scheduler\.policy: unknown policy "random"; available: preble, shape, cache-aware, roundrobin, affinity, least-load/);
+    expect(() => parseConfig({ ...minimal, scheduler: { policy: "random" } })).toThrow(
+      /scheduler\.policy: unknown policy "random"; available: preble, shape, cache-aware, roundrobin, affinity, least-load/,
+    );
     expect(() => parseConfig(minimal, { RADIXGATE_POLICY: "fastest" })).toThrow(/env RADIXGATE_POLICY: unknown policy "fastest"/);
   });
 

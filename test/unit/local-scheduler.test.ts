@@ -8,10 +8,17 @@ function local(contents: number[][], options: { priorityGroups?: number; quotaPe
   const clock = options.clock ?? { now: 0 };
   const spilled = options.spilled;
   const scheduler = new LocalScheduler(
-    { slots: contents.length, priorityGroups: options.priorityGroups ?? LOCAL_SCHEDULER_DEFAULTS.priorityGroups, quotaPerGroup: options.quotaPerGroup ?? LOCAL_SCHEDULER_DEFAULTS.quotaPerGroup, now: () => clock.now },
+    {
+      slots: contents.length,
+      priorityGroups: options.priorityGroups ?? LOCAL_SCHEDULER_DEFAULTS.priorityGroups,
+      quotaPerGroup: options.quotaPerGroup ?? LOCAL_SCHEDULER_DEFAULTS.quotaPerGroup,
+      now: () => clock.now,
+    },
     {
       tokensOfSlot: (slot) => contents[slot] ?? [],
-      ...(spilled ? { spilledPrefix: (tokens: readonly number[]) => (tokens.slice(0, spilled.length).every((t, i) => t === spilled[i]) ? spilled.length : 0) } : {}),
+      ...(spilled
+        ? { spilledPrefix: (tokens: readonly number[]) => (tokens.slice(0, spilled.length).every((t, i) => t === spilled[i]) ? spilled.length : 0) }
+        : {}),
     },
   );
   return { scheduler, clock };

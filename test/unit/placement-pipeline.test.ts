@@ -8,7 +8,8 @@ import type { PlacementRequest } from "../../src/scheduler/types.js";
 
 function setUp(maxQueuePerWorker = 10) {
   const scheduler = new GlobalScheduler(createPolicy("roundrobin"), { now: () => 0, maxQueuePerWorker });
-  for (const id of ["w0", "w1"]) scheduler.addWorker({ id, modelId: "m", slots: 1, capacityTokens: 100_000, timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!) });
+  for (const id of ["w0", "w1"])
+    scheduler.addWorker({ id, modelId: "m", slots: 1, capacityTokens: 100_000, timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!) });
   return scheduler;
 }
 

@@ -173,7 +173,10 @@ describe("RadixTree capacity and LRU eviction", () => {
       [4, 1],
       [3, 3],
     ]);
-    expect(r2.evicted.map((e) => e.node.prefix())).toEqual([[1, 2, 3, 7], [1, 2, 3]]);
+    expect(r2.evicted.map((e) => e.node.prefix())).toEqual([
+      [1, 2, 3, 7],
+      [1, 2, 3],
+    ]);
     expect(tree.cachedTokens("w")).toBe(8);
     expect(tree.heldLength("w", [9, 9, 9])).toBe(3);
   });
@@ -497,7 +500,6 @@ describe("RadixTree in-flight counts and window statistics", () => {
 // Property test against a naive reference: per worker, every cached prefix as a string key
 // with its last access time, per worker in-flight counts per prefix.
 
-
 const key = (tokens: readonly number[], len: number): string => tokens.slice(0, len).join(",");
 
 interface RefEntry {
@@ -560,14 +562,7 @@ function leaves(held: Map<string, RefEntry>): RefEntry[] {
  * the least recently used of all such leaves; it stops as soon as `need` fits, and only
  * stops early when nothing evictable is left.
  */
-function checkPlan(
-  tree: RadixTree,
-  ref: Reference,
-  w: string,
-  need: number,
-  protect: readonly number[] | null,
-  plan: readonly EvictedEntry[],
-): void {
+function checkPlan(tree: RadixTree, ref: Reference, w: string, need: number, protect: readonly number[] | null, plan: readonly EvictedEntry[]): void {
   const held = new Map(ref.heldOf(w));
   const cap = ref.cap(w);
   const evictable = (e: RefEntry): boolean => {
@@ -949,7 +944,12 @@ describe("RadixTree slot reports", () => {
     expect(tree.match([5, 5]).path[0]!.lastAccess("w")).toBe(3);
     // LRU order: slot 1's suffix (t=2), then [5,5] (t=3), then what slot 0 holds now.
     tree.setCapacity("w", tree.cachedTokens("w"));
-    expect(tree.simulateEviction("w", tree.capacity("w")).map((e) => e.node.prefix())).toEqual([[1, 1, 3, 3], [1, 1], [5, 5], [7, 7]]);
+    expect(tree.simulateEviction("w", tree.capacity("w")).map((e) => e.node.prefix())).toEqual([
+      [1, 1, 3, 3],
+      [1, 1],
+      [5, 5],
+      [7, 7],
+    ]);
   });
 
   it("keeps a placement's estimate while it is in flight, drops it with its prefix afterwards", () => {
@@ -1112,7 +1112,10 @@ function runSlotProperty(seed: number, ops: number): void {
       expect(tree.dropWorker(w)).toBe(cached.get(w)!.size);
       cached.get(w)!.clear();
       inflight.get(w)!.clear();
-      slots.set(w, Array.from({ length: SLOTS }, () => []));
+      slots.set(
+        w,
+        Array.from({ length: SLOTS }, () => []),
+      );
       for (const h of handles) if (h.w === w) h.live = false;
     }
 

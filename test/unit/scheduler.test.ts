@@ -3,20 +3,11 @@ import { describe, expect, it } from "vitest";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { createPolicy, POLICY_NAMES, type PolicyName, POLICY_DEFAULTS } from "../../src/scheduler/registry.js";
-import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
+import { TimeModel } from "../../src/scheduler/time-model.js";
 import type { PlacementRequest } from "../../src/scheduler/types.js";
+import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
 
-/** A CPU-like worker: 1 ms per prompt token, 5 ms per output token, copies at 0.01 ms per token. */
-const COEFFICIENTS: TimeModelCoefficients = {
-  base: 1,
-  perExtend: 1,
-  perContext: 0,
-  perExtendContext: 0,
-  decodeBase: 5,
-  decodePerContext: 0,
-  copyBase: 1,
-  copyPerToken: 0.01,
-};
+const COEFFICIENTS = CPU_LIKE_COEFFICIENTS;
 
 interface Harness {
   scheduler: GlobalScheduler;
@@ -32,7 +23,13 @@ function harness(policy: PolicyName, workerIds = ["w0", "w1"], options: { capaci
   const slots = options.slots ?? 4;
   const nextSlot = new Map<string, number>();
   for (const id of workerIds) {
-    scheduler.addWorker({ id, modelId: options.modelId ?? "m", slots, capacityTokens: options.capacityTokens ?? 1_000_000, timeModel: new TimeModel(COEFFICIENTS) });
+    scheduler.addWorker({
+      id,
+      modelId: options.modelId ?? "m",
+      slots,
+      capacityTokens: options.capacityTokens ?? 1_000_000,
+      timeModel: new TimeModel(COEFFICIENTS),
+    });
   }
   return {
     scheduler,
@@ -43,7 +40,13 @@ function harness(policy: PolicyName, workerIds = ["w0", "w1"], options: { capaci
       const slot = nextSlot.get(ticket.workerId) ?? 0;
       nextSlot.set(ticket.workerId, (slot + 1) % slots);
       ticket.started(slot);
-      ticket.finished({ ok: true, promptTokens: request.tokens.length, cachedTokens: 0, completionTokens: outcome.completionTokens ?? 16, ttftMs: outcome.ttftMs ?? 10 });
+      ticket.finished({
+        ok: true,
+        promptTokens: request.tokens.length,
+        cachedTokens: 0,
+        completionTokens: outcome.completionTokens ?? 16,
+        ttftMs: outcome.ttftMs ?? 10,
+      });
       return ticket.workerId;
     },
   };
@@ -84,7 +87,12 @@ describe("conformance: every policy", () => {
       it("only ever places a request on a worker of its model", () => {
         const clock = { t: 0 };
         const scheduler = new GlobalScheduler(createPolicy(name), { now: () => clock.t });
-        for (const [id, modelId] of [["a0", "a"], ["b0", "b"], ["a1", "a"], ["b1", "b"]] as const) {
+        for (const [id, modelId] of [
+          ["a0", "a"],
+          ["b0", "b"],
+          ["a1", "a"],
+          ["b1", "b"],
+        ] as const) {
           scheduler.addWorker({ id, modelId, slots: 2, capacityTokens: 10_000, timeModel: new TimeModel(COEFFICIENTS) });
         }
         for (let i = 0; i < 20; i++) {

@@ -24,7 +24,15 @@ const LINEAR: TimeModelCoefficients = {
   copyPerToken: 0,
 };
 
-const TINY: WorkerSpec = { timeModel: LINEAR, slots: 2, capacityTokens: 100_000, batchTokens: 10_000, chunkTokens: 1000, priorityGroups: LOCAL_SCHEDULER_DEFAULTS.priorityGroups, quotaPerGroup: LOCAL_SCHEDULER_DEFAULTS.quotaPerGroup };
+const TINY: WorkerSpec = {
+  timeModel: LINEAR,
+  slots: 2,
+  capacityTokens: 100_000,
+  batchTokens: 10_000,
+  chunkTokens: 1000,
+  priorityGroups: LOCAL_SCHEDULER_DEFAULTS.priorityGroups,
+  quotaPerGroup: LOCAL_SCHEDULER_DEFAULTS.quotaPerGroup,
+};
 
 function ids(seed: number, length: number): number[] {
   return Array.from({ length }, (_, i) => 1 + ((seed * 7919 + i * 104_729) % 30_000));
@@ -34,7 +42,8 @@ function request(index: number, arrivalMs: number, tokens: number[], outputToken
   return { index, arrivalMs, tokens, outputTokens, group: index, ...extra };
 }
 
-const run = (requests: WorkloadRequest[], policy = "roundrobin", options: Partial<SimOptions> = {}) => simulate({ policy, workers: 2, spec: TINY, requests, ...options });
+const run = (requests: WorkloadRequest[], policy = "roundrobin", options: Partial<SimOptions> = {}) =>
+  simulate({ policy, workers: 2, spec: TINY, requests, ...options });
 
 describe("simulator: hand-computed schedules (two workers, three requests, linear card)", () => {
   it("continuous batching: a late request's prefill shares a step with a running request's decode", async () => {
@@ -106,7 +115,12 @@ describe("simulator: agent loops, spread vs pin", () => {
 });
 
 describe("simulator: determinism and per-request verdicts", () => {
-  const spec: WorkerSpec = { ...TINY, timeModel: { ...LINEAR, perExtend: 0.05, decodeBase: 2, decodePerContext: 1e-4, base: 0.5 }, slots: 8, capacityTokens: 40_000 };
+  const spec: WorkerSpec = {
+    ...TINY,
+    timeModel: { ...LINEAR, perExtend: 0.05, decodeBase: 2, decodePerContext: 1e-4, base: 0.5 },
+    slots: 8,
+    capacityTokens: 40_000,
+  };
   const sample = buildWorkload("toolbench-zipf", { seed: 3, salt: 17, size: 150, workers: 3, maxLoad: 1 });
   const { requests } = atLoad(sample, 0.8, spec, 3, 150);
 
@@ -166,8 +180,14 @@ describe("simulator: the CPU card (per-sequence decode, state store, context loc
     // Step 1 [0, 200): both prefills (100 + 100 tokens). Then two decode steps: 10 ms each shared, 20 ms per sequence.
     const shared = await one(requests, TINY);
     const perSequence = await one(requests, { ...TINY, decodeBatching: "per-sequence" });
-    expect(shared.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[200, 220], [200, 220]]);
-    expect(perSequence.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[200, 240], [200, 240]]);
+    expect(shared.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
+      [200, 220],
+      [200, 220],
+    ]);
+    expect(perSequence.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
+      [200, 240],
+      [200, 240],
+    ]);
   });
 
   it("state store: an overwritten slot's content is saved, and a later prompt sharing its prefix loads it back", async () => {
@@ -179,8 +199,16 @@ describe("simulator: the CPU card (per-sequence decode, state store, context loc
     // and loads A's state, which shares its 100-token prefix: 20 tokens evaluated.
     const without = await one(requests, oneSlot);
     const withStore = await one(requests, { ...oneSlot, spill });
-    expect(without.records.map((r) => [r.ttftMs, r.cachedTokens])).toEqual([[120, 0], [80, 0], [120, 0]]);
-    expect(withStore.records.map((r) => [r.ttftMs, r.cachedTokens])).toEqual([[120, 0], [80, 0], [20, 100]]);
+    expect(without.records.map((r) => [r.ttftMs, r.cachedTokens])).toEqual([
+      [120, 0],
+      [80, 0],
+      [120, 0],
+    ]);
+    expect(withStore.records.map((r) => [r.ttftMs, r.cachedTokens])).toEqual([
+      [120, 0],
+      [80, 0],
+      [20, 100],
+    ]);
     expect(withStore.workers[0]).toMatchObject({ spills: 2, restores: 1 });
     // A save and a load each take half of copyMs (2 + 0.1 per token): B waits 7 (saving 120 tokens),
     // C waits 5 (saving B's 80) + 7 (loading A's 120).
@@ -196,8 +224,16 @@ describe("simulator: the CPU card (per-sequence decode, state store, context loc
     // 240, then prefills [240, 270).
     const free = await one(requests, TINY);
     const locked = await one(requests, { ...TINY, contextLock: true });
-    expect(free.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[50, 50], [100, 170], [45, 45]]);
-    expect(locked.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([[50, 50], [100, 140], [65, 65]]);
+    expect(free.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
+      [50, 50],
+      [100, 170],
+      [45, 45],
+    ]);
+    expect(locked.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
+      [50, 50],
+      [100, 140],
+      [65, 65],
+    ]);
     expect(locked.workers[0]).toMatchObject({ lockWaits: 1, lockWaitMs: 35 });
   });
 });
@@ -257,7 +293,11 @@ describe("simulator: the GPU cards are the worker Radixgate runs (node-llama-cpp
     const sample = buildWorkload("toolbench-zipf", { seed: 3, salt: 17, size: 150, workers: 3, maxLoad: 1 });
     const result = await simulate({ policy: "preble", workers: 3, spec, requests: atLoad(sample, 1, spec, 3, 150).requests });
     expect(result.records).toHaveLength(150);
-    expect(result.workers.map((w) => [w.evictions, w.roomWaits, w.preemptions])).toEqual([[0, 0, 0], [0, 0, 0], [0, 0, 0]]);
+    expect(result.workers.map((w) => [w.evictions, w.roomWaits, w.preemptions])).toEqual([
+      [0, 0, 0],
+      [0, 0, 0],
+      [0, 0, 0],
+    ]);
   });
 
   it("the default card is the real one; the markdown report labels an idealised card as such", async () => {
@@ -281,7 +321,14 @@ describe("simulator: the GPU cards are the worker Radixgate runs (node-llama-cpp
       command: "test",
       seed: 1,
       salt: 1,
-      settings: { workloads: ["toolbench-zipf"], gpus: [DEFAULT_GPU, idealisedName], workers: [2], policies: ["preble", "roundrobin"], loads: [1], sizes: { "toolbench-zipf": 2 } },
+      settings: {
+        workloads: ["toolbench-zipf"],
+        gpus: [DEFAULT_GPU, idealisedName],
+        workers: [2],
+        policies: ["preble", "roundrobin"],
+        loads: [1],
+        sizes: { "toolbench-zipf": 2 },
+      },
       hardware: { [DEFAULT_GPU]: gpuSpec(DEFAULT_GPU), [idealisedName]: idealised },
       workloads: { "toolbench-zipf": { describe: "two prompts", requests: 2, kind: "open" } },
       arms,

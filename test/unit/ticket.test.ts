@@ -10,7 +10,8 @@ const prompt = (seed: number, n = 100): number[] => Array.from({ length: n }, (_
 
 function setUp(workers = ["w0", "w1"]) {
   const scheduler = new GlobalScheduler(createPolicy("least-load"), { now: () => 0, maxQueuePerWorker: 10 });
-  for (const id of workers) scheduler.addWorker({ id, modelId: "m", slots: 2, capacityTokens: 100_000, timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!) });
+  for (const id of workers)
+    scheduler.addWorker({ id, modelId: "m", slots: 2, capacityTokens: 100_000, timeModel: new TimeModel(TIME_MODEL_PRESETS["a6000-mistral-7b"]!) });
   const held = (workerId: string, tokens: number[]) => scheduler.tree("m")!.match(tokens).perWorker.get(workerId) ?? 0;
   const inFlight = (workerId: string) => scheduler.views().find((view) => view.id === workerId)!.inFlight;
   return { scheduler, held, inFlight };

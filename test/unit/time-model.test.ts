@@ -93,7 +93,11 @@ describe("TimeModel.fit", () => {
   it("prices an unmeasured copy no cheaper than recomputing within the profiled range", () => {
     const samples = profileShapes().map((s) => ({ ...s, ms: prefill(known, s.extend, s.context) }));
     const model = new TimeModel(TimeModel.fit(samples, []));
-    for (const [tokens, context] of [[100, 100], [1000, 2000], [2560, 2560]] as const) {
+    for (const [tokens, context] of [
+      [100, 100],
+      [1000, 2000],
+      [2560, 2560],
+    ] as const) {
       expect(model.copyMs(tokens)).toBeGreaterThanOrEqual(model.prefillMs(tokens, context));
     }
   });

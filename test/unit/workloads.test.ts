@@ -205,11 +205,18 @@ describe("azure traces with added prefix sharing", () => {
   const dir = mkdtempSync(join(tmpdir(), "radixgate-azure-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const csv = join(dir, "trace.csv");
-  writeFileSync(csv, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,400,44\n2023-11-16 18:15:50.9951690,1000,0\n2023-11-16 18:15:51.2224670,90,16\n");
+  writeFileSync(
+    csv,
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,400,44\n2023-11-16 18:15:50.9951690,1000,0\n2023-11-16 18:15:51.2224670,90,16\n",
+  );
 
   it("reads arrivals and lengths, and rejects a malformed row", () => {
     const records = readAzureTrace(csv);
-    expect(records.map((r) => [r.contextTokens, r.generatedTokens])).toEqual([[400, 44], [1000, 0], [90, 16]]);
+    expect(records.map((r) => [r.contextTokens, r.generatedTokens])).toEqual([
+      [400, 44],
+      [1000, 0],
+      [90, 16],
+    ]);
     const requests = azureRequests(records, { seed: 1, salt: 1 });
     expect(requests.map((r) => Math.round(r.arrivalMs))).toEqual([0, 4315, 4542]);
     expect(requests.map((r) => r.tokens.length)).toEqual([400, 1000, 90]);
@@ -244,7 +251,10 @@ describe("azure traces with added prefix sharing", () => {
 });
 
 describe("SGLang generated-shared-prefix and llm-d precise-routing shapes", () => {
-  for (const [name, shapeOf] of [["sglang-gsp", SGLANG_GSP], ["llmd", LLMD_PRECISE]] as const) {
+  for (const [name, shapeOf] of [
+    ["sglang-gsp", SGLANG_GSP],
+    ["llmd", LLMD_PRECISE],
+  ] as const) {
     it(`${name}: ${shapeOf.groups} groups x ${shapeOf.perGroup}, every prompt its group's system prompt plus a unique question`, () => {
       const requests = sharedPrefixRequests({ seed: 1, salt: 2, shape: shapeOf, ratePerS: 10 });
       expect(requests).toHaveLength(shapeOf.groups * shapeOf.perGroup);

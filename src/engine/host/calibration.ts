@@ -7,7 +7,7 @@
 // hash of the worker's identity (model file, threads, backend, CPU, context size...). A cached
 // result is reused without profiling.
 import { createHash, randomUUID } from "node:crypto";
-import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { MODELS_DIR } from "../../common/models-dir.js";
@@ -83,7 +83,10 @@ export async function calibrationIdentity(init: WorkerInit, loaded: LoadResult):
 
 /** The cache file of an identity: `<cacheDir>/<first 16 hex of sha256(version + identity)>.json`. */
 export function calibrationCachePath(identity: CalibrationIdentity, cacheDir: string = DEFAULT_CALIBRATION_DIR): string {
-  const key = createHash("sha256").update(canonicalJson({ version: CALIBRATION_VERSION, identity })).digest("hex").slice(0, 16);
+  const key = createHash("sha256")
+    .update(canonicalJson({ version: CALIBRATION_VERSION, identity }))
+    .digest("hex")
+    .slice(0, 16);
   return join(cacheDir, `${key}.json`);
 }
 

@@ -115,7 +115,7 @@ export class WorkerHandle {
       this.inFlightCount--;
       hooks.signal?.removeEventListener("abort", cancel);
       channel.close();
-      if (this.inFlightCount === 0) this.idleWaiters.splice(0).forEach((resolve) => resolve());
+      if (this.inFlightCount === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
   }
 

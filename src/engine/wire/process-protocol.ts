@@ -8,6 +8,4 @@ export type HostToChild =
   | { type: "task"; id: number; task: unknown; portId?: number }
   | { type: "port"; portId: number; message: GenerationControl };
 
-export type ChildToHost =
-  | { type: "outcome"; id: number; outcome: TaskOutcome }
-  | { type: "port"; portId: number; message: GenerationEvent };
+export type ChildToHost = { type: "outcome"; id: number; outcome: TaskOutcome } | { type: "port"; portId: number; message: GenerationEvent };

@@ -167,7 +167,17 @@ export interface CrashTask {
   kind: "crash";
 }
 
-export type WorkerTask = ClearIdleSlotsTask | LoadTask | GenerateTask | DisposeTask | ProfileTask | ExportPrefixTask | ImportStateTask | ConfigureTask | StatsTask | CrashTask;
+export type WorkerTask =
+  | ClearIdleSlotsTask
+  | LoadTask
+  | GenerateTask
+  | DisposeTask
+  | ProfileTask
+  | ExportPrefixTask
+  | ImportStateTask
+  | ConfigureTask
+  | StatsTask
+  | CrashTask;
 
 /** What a profile measured, in milliseconds. */
 export interface ProfileResult {

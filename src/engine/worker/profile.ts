@@ -142,4 +142,3 @@ function randomTokens(model: LlamaModel, seed: number): (count: number) => Token
   };
   return (count) => Array.from({ length: count }, () => pool[Math.floor(next() * pool.length)]!);
 }
-

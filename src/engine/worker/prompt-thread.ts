@@ -63,9 +63,7 @@ async function tokenizerOf(modelId: string): Promise<Tokenizer> {
 async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
   const tokenizer = await tokenizerOf(task.modelId);
   const chatHistory: ChatHistoryItem[] = task.messages.map((message) =>
-    message.role === "assistant"
-      ? { type: "model", response: [message.content] }
-      : { type: message.role, text: message.content },
+    message.role === "assistant" ? { type: "model", response: [message.content] } : { type: message.role, text: message.content },
   );
   // An empty model turn at the end renders the template's generation prompt ("<|im_start|>assistant\n").
   chatHistory.push({ type: "model", response: [] });

@@ -116,7 +116,10 @@ export class SlotEngine {
     await store.clear();
     const slots = new LocalScheduler(
       { slots: init.slots, priorityGroups: init.local.priorityGroups, quotaPerGroup: init.local.quotaPerGroup },
-      { tokensOfSlot: (slot) => sequences[slot]?.contextTokens ?? [], spilledPrefix: (tokens) => store.bestPrefix(tokens, init.local.hitRatioWindowMs)?.length ?? 0 },
+      {
+        tokensOfSlot: (slot) => sequences[slot]?.contextTokens ?? [],
+        spilledPrefix: (tokens) => store.bestPrefix(tokens, init.local.hitRatioWindowMs)?.length ?? 0,
+      },
     );
     const loaded: LoadResult = {
       workerId: init.workerId,

@@ -121,7 +121,13 @@ export interface StreamFormat {
   usage: (tokens: Usage) => unknown;
 }
 
-export async function streamCompletion(service: CompletionService, job: CompletionJob, reply: FastifyReply, includeUsage: boolean, format: StreamFormat): Promise<void> {
+export async function streamCompletion(
+  service: CompletionService,
+  job: CompletionJob,
+  reply: FastifyReply,
+  includeUsage: boolean,
+  format: StreamFormat,
+): Promise<void> {
   const sse = new SseStream(reply);
   try {
     const outcome = await service.complete(job, {

@@ -62,7 +62,11 @@ function promptOf(prompt: CompletionRequest["prompt"]): PromptInput {
 function tokenPrompt(tokens: readonly unknown[], param: string): PromptInput {
   const index = tokens.findIndex((token) => typeof token !== "number" || !Number.isInteger(token));
   if (index >= 0) {
-    throw new ServingError("invalid_request", `\`${param}[${index}]\` must be an integer token id; got ${JSON.stringify(tokens[index])}.`, `${param}[${index}]`);
+    throw new ServingError(
+      "invalid_request",
+      `\`${param}[${index}]\` must be an integer token id; got ${JSON.stringify(tokens[index])}.`,
+      `${param}[${index}]`,
+    );
   }
   return { kind: "tokens", tokens: tokens as number[], param };
 }

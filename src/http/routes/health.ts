@@ -42,7 +42,10 @@ export function healthRoute(
 /** GET /ready — 200 once every configured worker is loaded and alive, else 503 naming those that are not. */
 export function readyRoute(app: FastifyInstance, scheduler: GlobalScheduler): void {
   app.get("/ready", async (_request, reply) => {
-    const notReady = scheduler.views().filter((worker) => !worker.alive).map((worker) => worker.id);
+    const notReady = scheduler
+      .views()
+      .filter((worker) => !worker.alive)
+      .map((worker) => worker.id);
     return reply.code(notReady.length === 0 ? 200 : 503).send({ ready: notReady.length === 0, not_ready: notReady });
   });
 }

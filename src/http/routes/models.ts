@@ -16,7 +16,11 @@ export function modelsRoute(app: FastifyInstance, fleet: Fleet): void {
   app.get<{ Params: { id: string } }>("/v1/models/:id", async (request) => {
     const model = fleet.models.get(request.params.id);
     if (!model) {
-      throw new ServingError("model_not_found", `The model "${request.params.id}" is not served here. Served models: ${[...fleet.models.keys()].join(", ")}.`, "model");
+      throw new ServingError(
+        "model_not_found",
+        `The model "${request.params.id}" is not served here. Served models: ${[...fleet.models.keys()].join(", ")}.`,
+        "model",
+      );
     }
     return describe(model);
   });

@@ -32,9 +32,17 @@ import type { CopyAction, Placement, PlacementContext, PlacementPolicy, Placemen
 /** scheduler.preble in config.yml. */
 export const PrebleSettingsSchema = Type.Object(
   {
-    rebalanceRatio: Type.Number({ minimum: 1, default: 1.5, description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest." }),
+    rebalanceRatio: Type.Number({
+      minimum: 1,
+      default: 1.5,
+      description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest.",
+    }),
     historyPerWorker: Type.Integer({ minimum: 0, default: 50, description: "Placements per worker in the window before rebalancing starts." }),
-    hotTtftRatio: Type.Number({ minimum: 1, default: 2, description: "A prefix is hot when its TTFT in the second half of the window >= this x the first half." }),
+    hotTtftRatio: Type.Number({
+      minimum: 1,
+      default: 2,
+      description: "A prefix is hot when its TTFT in the second half of the window >= this x the first half.",
+    }),
     hotMinSamples: Type.Integer({ minimum: 1, default: 3, description: "TTFT samples needed in each half before a prefix can be hot." }),
   },
   SETTINGS_OBJECT,
@@ -188,7 +196,8 @@ export class PreblePolicy implements PlacementPolicy {
     const costs: Record<string, number> = {};
     const prefixKey = this.prefixKey(context, matched);
 
-    if (matched === 0 || remaining >= matched) return this.decide(candidates[this.cheapest(ALL, matched, costs, candidates, request, context)]!, "explore", matched, costs, prefixKey);
+    if (matched === 0 || remaining >= matched)
+      return this.decide(candidates[this.cheapest(ALL, matched, costs, candidates, request, context)]!, "explore", matched, costs, prefixKey);
 
     let hasOthers = false;
     for (let i = 0; i < count; i++) if (candidates[i]!.matchedTokens < matched) hasOthers = true;
@@ -261,7 +270,14 @@ export class PreblePolicy implements PlacementPolicy {
     return history.sum(second, end) / secondCount >= this.options.hotTtftRatio * (history.sum(first, second) / firstCount);
   }
 
-  private decide(worker: WorkerView, reason: string, matched: number, costs: Record<string, number>, prefixKey: number | undefined, copies?: CopyAction[]): Placement {
+  private decide(
+    worker: WorkerView,
+    reason: string,
+    matched: number,
+    costs: Record<string, number>,
+    prefixKey: number | undefined,
+    copies?: CopyAction[],
+  ): Placement {
     return {
       workerId: worker.id,
       reason,
@@ -279,7 +295,14 @@ export class PreblePolicy implements PlacementPolicy {
    * list. Every worker priced in full is entered in `costs` (once: its M does not change
    * within a decision).
    */
-  private cheapest(group: number, matched: number, costs: Record<string, number>, candidates: readonly WorkerView[], request: PlacementRequest, context: PlacementContext): number {
+  private cheapest(
+    group: number,
+    matched: number,
+    costs: Record<string, number>,
+    candidates: readonly WorkerView[],
+    request: PlacementRequest,
+    context: PlacementContext,
+  ): number {
     const { partial, cost, order } = this.scratch;
     let size = 0;
     for (let i = 0; i < candidates.length; i++) {

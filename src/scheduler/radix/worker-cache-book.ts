@@ -122,7 +122,7 @@ export class WorkerCacheBook {
 
   private isLeafItem(item: HeapItem): boolean {
     const h = item.node.holder(this.id);
-    return h !== undefined && h.cached && h.heldChildren === 0 && h.lastAccess === item.key;
+    return h?.cached === true && h.heldChildren === 0 && h.lastAccess === item.key;
   }
 
   /** Drops stale heap entries once they outnumber the live ones. */
