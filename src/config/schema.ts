@@ -2,6 +2,7 @@
 // validation (with key paths in the errors), assembled from the settings each part declares.
 // Every object is closed, so a misspelt key stops start-up instead of being ignored.
 import { Type, type Static } from "@sinclair/typebox";
+import { GenerationSettingsSchema } from "../common/generation-settings.js";
 import { CLOSED, live, liveKeys, SETTINGS_OBJECT } from "../common/settings-schema.js";
 import { GlobalSchedulerSettingsSchema } from "../scheduler/global-scheduler-settings.js";
 import { LocalSchedulerSettingsSchema } from "../scheduler/local-scheduler-settings.js";
@@ -127,17 +128,7 @@ export const ConfigSchema = Type.Object(
       },
       SETTINGS_OBJECT,
     ),
-    generation: Type.Object(
-      {
-        defaultMaxTokens: Type.Integer({ minimum: 1, default: 256, description: "Completion tokens when a request sets no max_tokens." }),
-        requestTimeoutMs: Type.Integer({
-          minimum: 0,
-          default: 600_000,
-          description: "A request still running after this long is cancelled and answered 504 (0 = no deadline).",
-        }),
-      },
-      SETTINGS_OBJECT,
-    ),
+    generation: GenerationSettingsSchema,
   },
   CLOSED,
 );

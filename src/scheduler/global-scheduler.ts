@@ -5,6 +5,7 @@
 //
 // Pure: no I/O, the clock is injected, so the server, the unit tests and the simulator run
 // this same code.
+import { GENERATION_DEFAULTS } from "../common/generation-settings.js";
 import type { TokenIds } from "../common/tokens.js";
 import { GLOBAL_SCHEDULER_DEFAULTS, type GlobalSchedulerSettings } from "./global-scheduler-settings.js";
 import { isAliveFor } from "./placement/alive.js";
@@ -78,7 +79,9 @@ class DecisionContext implements PlacementContext {
   }
 
   expectedOutputTokens(request: PlacementRequest): number {
-    return this.outputs.median() ?? request.maxTokens ?? 256;
+    // Preble: the median output seen, else the request's max_tokens, else what the server
+    // gives a request that sets none.
+    return this.outputs.median() ?? request.maxTokens ?? GENERATION_DEFAULTS.defaultMaxTokens;
   }
 }
 
