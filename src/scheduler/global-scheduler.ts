@@ -9,7 +9,7 @@ import { GENERATION_DEFAULTS } from "../common/generation-settings.js";
 import type { TokenIds } from "../common/tokens.js";
 import { GLOBAL_SCHEDULER_DEFAULTS, type GlobalSchedulerSettings } from "./global-scheduler-settings.js";
 import { isAliveFor } from "./placement/alive.js";
-import { hasRoom } from "./placement/capacity.js";
+import { hasRoom, lentPlaces } from "./placement/capacity.js";
 import type { FleetWorker } from "./placement/fleet-worker.js";
 import { NO_PLACEMENT, pinnedPlacement } from "./placement/pinned.js";
 import { policyPlacement } from "./placement/policy.js";
@@ -156,8 +156,9 @@ export class GlobalScheduler {
     if (!model) return undefined;
     const match = model.tree.match(request.tokens);
     const candidates: WorkerView[] = [];
+    const lent = lentPlaces(this.workers.values(), request.modelId, this.options.maxQueuePerWorker);
     for (const worker of this.workers.values()) {
-      if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, this.workers.values(), this.options.maxQueuePerWorker)) continue;
+      if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, lent, this.options.maxQueuePerWorker)) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight;
       view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
@@ -226,11 +227,12 @@ export class GlobalScheduler {
    * has a full queue: the answer is then 429, not 503.
    */
   allQueuesFull(modelId: string, workerId?: string): boolean {
+    const lent = lentPlaces(this.workers.values(), modelId, this.options.maxQueuePerWorker);
     let alive = 0;
     for (const worker of this.workers.values()) {
-      if (worker.spec.modelId !== modelId || !worker.alive || (workerId !== undefined && worker.spec.id !== workerId)) continue;
+      if (!isAliveFor(worker, modelId) || (workerId !== undefined && worker.spec.id !== workerId)) continue;
       alive++;
-      if (hasRoom(worker, this.workers.values(), this.options.maxQueuePerWorker)) return false;
+      if (hasRoom(worker, lent, this.options.maxQueuePerWorker)) return false;
     }
     return alive > 0;
   }

@@ -45,6 +45,23 @@ async function streamChat(server: TestServer, content: string, maxTokens: number
   return seen;
 }
 
+/** Tokens the worker has decoded so far. */
+async function decodedOn(server: TestServer, workerId: string): Promise<number> {
+  return (await server.radixgate.fleet.get(workerId)!.engine.stats()).decodeTokens;
+}
+
+/** Waits until the worker holds a request and has decoded 20 more tokens than `decoded`. */
+async function untilGenerating(server: TestServer, workerId: string, decoded: number): Promise<void> {
+  await until(
+    () => healthOf(server),
+    (h) => (h.workers.find((worker) => worker.id === workerId)?.in_flight ?? 0) >= 1,
+  );
+  await until(
+    () => decodedOn(server, workerId),
+    (tokens) => tokens > decoded + 20,
+  );
+}
+
 /** Kills a worker for real: a crash in its thread (its fatal path), SIGKILL of its process. */
 async function kill(server: TestServer, workerId: string): Promise<void> {
   const engine = server.radixgate.fleet.get(workerId)!.engine;
@@ -84,7 +101,7 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
       (h) => h.workers.some((worker) => worker.in_flight === 1),
     );
     const victim = holding.workers.find((worker) => worker.in_flight === 1)!.id;
-    const decoded = (await server.radixgate.fleet.get(victim)!.engine.stats()).decodeTokens;
+    const decoded = await decodedOn(server, victim);
     const streams = Array.from({ length: 7 }, (_, i) => streamChat(server, `job ${i}`, 600));
     const busy = await until(
       () => healthOf(server),
@@ -93,7 +110,7 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
     expect(busy.workers.find((worker) => worker.id === victim)!.in_flight).toBeGreaterThanOrEqual(2);
     // The non-streamed answer is being generated (tokens made, none sent: the client gets it whole).
     await until(
-      async () => (await server.radixgate.fleet.get(victim)!.engine.stats()).decodeTokens,
+      () => decodedOn(server, victim),
       (tokens) => tokens > decoded + 20,
     );
     await kill(server, victim);
@@ -128,17 +145,10 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
 
   it("while streaming a request: the stream ends with an error event naming the request, nothing internal", async () => {
     // Pinned requests are never placed again; this one is streaming from w1 when w1 dies.
-    const decoded = (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens;
+    const decoded = await decodedOn(server, "w1");
     const running = streamChat(server, "long", 1900, { "x-radixgate-worker": "w1", "x-request-id": "req-doomed" });
-    await until(
-      () => healthOf(server),
-      (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1,
-    );
     // Let it put tokens on the wire first.
-    await until(
-      async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens,
-      (tokens) => tokens > decoded + 20,
-    );
+    await untilGenerating(server, "w1", decoded);
     await kill(server, "w1");
     const seen = await running;
     expect(seen.contentChunks).toBeGreaterThan(0);
@@ -166,20 +176,13 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
   });
 
   it("answers a pinned non-streamed request it was generating with a 500 naming the request id (pinned requests stay where they are sent)", async () => {
-    const decoded = (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens;
+    const decoded = await decodedOn(server, "w1");
     const running = fetch(`${server.baseURL}/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-radixgate-worker": "w1", "x-request-id": "req-plain" },
       body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "long" }], max_tokens: 1900 }),
     });
-    await until(
-      () => healthOf(server),
-      (h) => (h.workers.find((worker) => worker.id === "w1")?.in_flight ?? 0) >= 1,
-    );
-    await until(
-      async () => (await server.radixgate.fleet.get("w1")!.engine.stats()).decodeTokens,
-      (tokens) => tokens > decoded + 20,
-    );
+    await untilGenerating(server, "w1", decoded);
     await kill(server, "w1");
     const response = await running;
     expect(response.status).toBe(500);

@@ -2,23 +2,23 @@
 // of the model is full, the caller answers 429.
 import type { FleetWorker } from "./fleet-worker.js";
 
-export function hasRoom(worker: FleetWorker, fleet: Iterable<FleetWorker>, maxQueuePerWorker: number): boolean {
-  return worker.inFlight < admitLimit(worker, fleet, maxQueuePerWorker);
-}
-
 /**
- * Requests a live worker may hold, running and waiting. While other workers of its model
- * are down (restarting), the live ones share their places: the model admits as many
- * requests as with every worker up, and they wait longer instead of being refused.
+ * Places (running + waiting) each live worker of `modelId` gets on top of its own: while
+ * other workers of the model are down (restarting), the live ones share their places, so
+ * the model admits as many requests as with every worker up and they wait longer instead
+ * of being refused. The same for every worker of the model: computed once per decision.
  */
-function admitLimit(worker: FleetWorker, fleet: Iterable<FleetWorker>, maxQueuePerWorker: number): number {
-  const places = (w: FleetWorker) => w.spec.slots + maxQueuePerWorker;
+export function lentPlaces(fleet: Iterable<FleetWorker>, modelId: string, maxQueuePerWorker: number): number {
   let alive = 0;
   let placesOfDown = 0;
-  for (const other of fleet) {
-    if (other.spec.modelId !== worker.spec.modelId) continue;
-    if (other.alive) alive++;
-    else placesOfDown += places(other);
+  for (const worker of fleet) {
+    if (worker.spec.modelId !== modelId) continue;
+    if (worker.alive) alive++;
+    else placesOfDown += worker.spec.slots + maxQueuePerWorker;
   }
-  return places(worker) + Math.ceil(placesOfDown / Math.max(1, alive));
+  return Math.ceil(placesOfDown / Math.max(1, alive));
+}
+
+export function hasRoom(worker: FleetWorker, lent: number, maxQueuePerWorker: number): boolean {
+  return worker.inFlight < worker.spec.slots + maxQueuePerWorker + lent;
 }

@@ -131,7 +131,7 @@ export class WorkerCacheBook {
     if (heap.size <= 2 * this.nodes + 64) return;
     const mark = this.trie.newPlanMark();
     const keep: HeapItem[] = [];
-    for (const item of heap.items) {
+    for (const item of heap.entries()) {
       if (!this.isLeafItem(item)) continue;
       const h = item.node.holder(this.id)!;
       if (h.planMark === mark) continue;
