@@ -48,12 +48,24 @@ describe("PromptPreparer", () => {
 });
 
 describe("WorkerHandle", () => {
-  it("notes the llama.cpp binary it tested in the server's environment, so a restarted thread does not test it again", () => {
-    // node-llama-cpp tests a binary in a child process before loading it (1-2 s per thread
-    // start); the patched test records a pass in an environment the threads share.
-    const tested = JSON.parse(process.env.RADIXGATE_TESTED_LLAMA_BINDINGS ?? "[]") as string[];
-    expect(tested.length).toBeGreaterThan(0);
-    expect(JSON.parse(tested[0]!)[0]).toMatch(/llama-addon\.node$/);
+  // node-llama-cpp tests a binary in a child process before loading it (1-2 s per start); the
+  // patched test skips a binary the server names as passed, and the server learns the names
+  // from the workers' load results.
+  it("tests the llama.cpp binary in the first worker only: later thread and process workers, and restarts, load it untested", async () => {
+    // The first worker of this file's process: nothing was known, so it ran the test.
+    expect(worker.info!.bindingTests.ran).toBe(1);
+    expect(JSON.parse(worker.info!.bindingTests.passed[0]!)[0]).toMatch(/llama-addon\.node$/);
+    for (const isolation of ["thread", "process"] as const) {
+      const later = new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: `later-${isolation}` }), { isolation });
+      try {
+        expect((await later.start()).bindingTests).toEqual({ passed: [], ran: 0 });
+        await later.crash();
+        await later.died;
+        expect((await later.restart()).bindingTests.ran).toBe(0);
+      } finally {
+        await later.close();
+      }
+    }
   });
 
   it("reuses a slot's KV: the same prompt twice evaluates only its last token", async () => {

@@ -3,27 +3,28 @@
 // need help: a thread goes through the ts-thread.mjs bootstrap (see there for why), a child
 // process gets `--import tsx`.
 import { fileURLToPath } from "node:url";
-import { SHARE_ENV } from "node:worker_threads";
+import { workerEnvironment } from "./tested-bindings.js";
 
 /** What a piscina pool needs to start the thread: spread it into the pool's options. */
 export interface ThreadEntry {
   filename: string;
   argv: string[];
   /**
-   * Threads share the server's environment: node-llama-cpp (as patched) tests its binary in a
-   * child process, 1-2 s, once per server and notes it there, so a thread started later (a
-   * restart) or a process forked later does not test it again.
+   * The thread's own copy of the server's environment, naming the llama.cpp binaries already
+   * known to pass their load test (tested-bindings.ts). Never SHARE_ENV: a thread writing the
+   * shared environment while llama.cpp reads it can crash the process.
    */
-  env: typeof SHARE_ENV;
+  env: Record<string, string>;
 }
 
-/** The thread module `name` beside `baseUrl` (the caller's import.meta.url). */
+/** The thread module `name` beside `baseUrl` (the caller's import.meta.url), to start now. */
 export function threadEntry(baseUrl: string, name: string): ThreadEntry {
-  if (!baseUrl.endsWith(".ts")) return { filename: fileURLToPath(new URL(`./${name}.js`, baseUrl)), argv: [], env: SHARE_ENV };
+  const env = workerEnvironment();
+  if (!baseUrl.endsWith(".ts")) return { filename: fileURLToPath(new URL(`./${name}.js`, baseUrl)), argv: [], env };
   return {
     filename: fileURLToPath(new URL("../worker/ts-thread.mjs", import.meta.url)),
     argv: ["--thread-entry", new URL(`./${name}.ts`, baseUrl).href],
-    env: SHARE_ENV,
+    env,
   };
 }
 

@@ -8,6 +8,7 @@ import type { ChildToHost, HostToChild } from "../wire/process-protocol.js";
 import type { GenerateTask, GenerationControl, GenerationEvent, WorkerInit, WorkerTask } from "../wire/protocol.js";
 import type { TaskOutcome } from "../wire/task-outcome.js";
 import { processEntry, threadEntry } from "./entry.js";
+import { workerEnvironment } from "./tested-bindings.js";
 import { taskValue, WorkerDiedError } from "./worker-errors.js";
 
 export interface GenerationChannel {
@@ -131,7 +132,7 @@ export class ProcessRunner implements WorkerRunner {
   constructor(init: WorkerInit, env: Record<string, string>) {
     const entry = processEntry(import.meta.url, "../worker/process-main");
     this.child = fork(entry.filename, [], {
-      env: { ...process.env, ...env },
+      env: workerEnvironment(env),
       execArgv: entry.execArgv,
       serialization: "advanced",
       stdio: ["ignore", "inherit", "inherit", "ipc"],

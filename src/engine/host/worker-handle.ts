@@ -18,6 +18,7 @@ import type {
 import type { FinishReason, GenerationResult } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./runners.js";
+import { rememberBindingTests } from "./tested-bindings.js";
 
 export type Isolation = "thread" | "process";
 
@@ -76,6 +77,7 @@ export class WorkerHandle {
 
   async start(): Promise<LoadResult> {
     this.loadResult = (await this.run({ kind: "load" })) as LoadResult;
+    rememberBindingTests(this.loadResult.bindingTests);
     return this.loadResult;
   }
 

@@ -8,6 +8,7 @@
 
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { LocalSchedulerSettings } from "../../scheduler/local-scheduler-settings.js";
+import type { BindingTests } from "./binding-tests.js";
 
 export type { LocalSchedulerSettings };
 
@@ -206,6 +207,8 @@ export interface LoadResult {
   loadMs: number;
   /** The model file's identity (model-fingerprint.ts): state files carry it. */
   modelFingerprint: string;
+  /** node-llama-cpp's binary load tests in this worker (binding-tests.ts). */
+  bindingTests: BindingTests;
 }
 
 /** Worker -> host, on the generation's port. */

@@ -39,6 +39,7 @@ import type { FinishReason, GenerationResult } from "../../contract/generation.j
 import type { SamplingParams } from "../../contract/sampling.js";
 import { BatchGate } from "./batch-gate.js";
 import { GrammarRefusedError, grammarFor } from "./grammars.js";
+import { bindingTestsHere } from "./binding-tests.js";
 import { modelFingerprint } from "./model-fingerprint.js";
 import { profileSequence } from "./profile.js";
 import { defaultStateDir, StateStore, type StateEntry } from "./state-store.js";
@@ -130,6 +131,7 @@ export class SlotEngine {
       trainContextSize: model.trainContextSize,
       loadMs: performance.now() - started,
       modelFingerprint: fingerprint,
+      bindingTests: bindingTestsHere(),
     };
     return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, loaded);
   }
