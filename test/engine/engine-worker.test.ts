@@ -3,6 +3,7 @@ import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResponseFormatError, WorkerDiedError } from "../../src/engine/host/worker-errors.js";
 import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
+import { llamaBackendLock } from "../../src/engine/host/llama-backend-lock.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { ensureModel } from "../../src/presets/make-model.js";
 import { buildVocab } from "../../src/presets/vocab.js";
@@ -66,6 +67,26 @@ describe("WorkerHandle", () => {
         await later.close();
       }
     }
+  });
+
+  // ggml's backend registry is one per process and its loading is not thread-safe: CI lost a
+  // test process to three threads loading backends at once (SIGSEGV in load_backend).
+  it("loads llama.cpp backends one thread at a time: a thread worker waits while the process's backend lock is held", async () => {
+    const waitedBefore = Atomics.load(llamaBackendLock, 1);
+    expect(Atomics.compareExchange(llamaBackendLock, 0, 0, 1)).toBe(0); // this test holds the lock
+    const waiting = new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: "waits-for-backends" }));
+    let loaded = false;
+    const started = waiting.start().then(() => (loaded = true));
+    try {
+      await expect.poll(() => Atomics.load(llamaBackendLock, 1), { timeout: 30_000 }).toBeGreaterThan(waitedBefore);
+      expect(loaded).toBe(false);
+    } finally {
+      Atomics.store(llamaBackendLock, 0, 0);
+      Atomics.notify(llamaBackendLock, 0);
+    }
+    await started;
+    expect(loaded).toBe(true);
+    await waiting.close();
   });
 
   it("reuses a slot's KV: the same prompt twice evaluates only its last token", async () => {

@@ -3,10 +3,12 @@
 // need help: a thread goes through the ts-thread.mjs bootstrap (see there for why), a child
 // process gets `--import tsx`.
 import { fileURLToPath } from "node:url";
+import type { ThreadData } from "../wire/thread-data.js";
+import { llamaBackendLock } from "./llama-backend-lock.js";
 import { workerEnvironment } from "./tested-bindings.js";
 
 /** What a piscina pool needs to start the thread: spread it into the pool's options. */
-export interface ThreadEntry {
+export interface ThreadEntry<T> {
   filename: string;
   argv: string[];
   /**
@@ -15,16 +17,20 @@ export interface ThreadEntry {
    * shared environment while llama.cpp reads it can crash the process.
    */
   env: Record<string, string>;
+  /** The thread's data, with the lock every thread takes to load llama.cpp backends (worker/thread-data.ts unwraps it). */
+  workerData: ThreadData<T>;
 }
 
-/** The thread module `name` beside `baseUrl` (the caller's import.meta.url), to start now. */
-export function threadEntry(baseUrl: string, name: string): ThreadEntry {
+/** The thread module `name` beside `baseUrl` (the caller's import.meta.url), to start now with `data`. */
+export function threadEntry<T>(baseUrl: string, name: string, data: T): ThreadEntry<T> {
   const env = workerEnvironment();
-  if (!baseUrl.endsWith(".ts")) return { filename: fileURLToPath(new URL(`./${name}.js`, baseUrl)), argv: [], env };
+  const workerData = { data, llamaBackendLock };
+  if (!baseUrl.endsWith(".ts")) return { filename: fileURLToPath(new URL(`./${name}.js`, baseUrl)), argv: [], env, workerData };
   return {
     filename: fileURLToPath(new URL("../worker/ts-thread.mjs", import.meta.url)),
     argv: ["--thread-entry", new URL(`./${name}.ts`, baseUrl).href],
     env,
+    workerData,
   };
 }
 

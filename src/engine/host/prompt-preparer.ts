@@ -14,8 +14,7 @@ export class PromptPreparer {
     private readonly threads: number,
   ) {
     this.pool = new Piscina({
-      ...threadEntry(import.meta.url, "../worker/prompt-thread"),
-      workerData: models,
+      ...threadEntry(import.meta.url, "../worker/prompt-thread", models),
       minThreads: threads,
       maxThreads: threads,
       // Threads keep the tokenizers loaded.

@@ -50,8 +50,7 @@ export class ThreadRunner implements WorkerRunner {
 
   constructor(init: WorkerInit) {
     this.pool = new Piscina({
-      ...threadEntry(import.meta.url, "../worker/thread-main"),
-      workerData: init,
+      ...threadEntry(import.meta.url, "../worker/thread-main", init),
       minThreads: 1,
       maxThreads: 1,
       // The thread holds the loaded model: it must never be reaped for idleness.

@@ -1,11 +1,11 @@
 // Renders chat messages with each model's own chat template and tokenizes them, in a thread
 // of its own so that long prompts never block the HTTP event loop. Models are loaded
 // vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
-import { workerData } from "node:worker_threads";
 import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatHistoryItem, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { threadData } from "./thread-data.js";
 import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt, TextPromptTask, TokenizedText, VocabInfo, VocabTask } from "../wire/prompt-protocol.js";
 
-const models = workerData as PromptModel[];
+const models = threadData<PromptModel[]>();
 
 interface Tokenizer {
   model: LlamaModel;
