@@ -33,7 +33,7 @@ export interface Radixgate {
   shutdown(timeoutMs: number): Promise<void>;
 }
 
-export async function createRadixgate({ config, dir, path }: LoadedConfig): Promise<Radixgate> {
+export async function createRadixgate({ config, dir, path, env }: LoadedConfig): Promise<Radixgate> {
   // Fail on a bad policy name before spending time loading models.
   createPolicy(config.scheduler.policy, config.scheduler);
   const modelPaths = new Map<string, string>();
@@ -84,30 +84,35 @@ export async function createRadixgate({ config, dir, path }: LoadedConfig): Prom
   });
   const apiKeys = { keys: config.server.apiKeys };
   const app = buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError: () => reloader.lastError });
-  const reloader = new ConfigReloader(path, config, {
-    log: app.log,
-    // Only the keys marked live in the config schema differ between `previous` and `next`.
-    async apply(next, previous) {
-      const changed = changedPaths(previous.scheduler, next.scheduler);
-      if (changed.some((path) => POLICY_CONFIG_KEYS.some((key) => path === key || path.startsWith(`${key}.`)))) {
-        scheduler.setPolicy(createPolicy(next.scheduler.policy, next.scheduler));
-      }
-      if (changedPaths(previous.scheduler.local, next.scheduler.local).length > 0) {
-        // Every worker keeps the new settings; one that is down or restarting gets them when
-        // it starts again, so its failure to take them now is not the reload's.
-        const told = await Promise.allSettled(fleet.workers.map((worker) => worker.engine.configure(next.scheduler.local)));
-        told.forEach((result, i) => {
-          if (result.status === "rejected") {
-            app.log.warn(
-              { worker: fleet.workers[i]!.engine.id, reason: (result.reason as Error).message },
-              "worker not running: it takes the new scheduler.local settings when it restarts",
-            );
-          }
-        });
-      }
-      apiKeys.keys = next.server.apiKeys;
+  const reloader = new ConfigReloader(
+    path,
+    config,
+    {
+      log: app.log,
+      // Only the keys marked live in the config schema differ between `previous` and `next`.
+      async apply(next, previous) {
+        const changed = changedPaths(previous.scheduler, next.scheduler);
+        if (changed.some((path) => POLICY_CONFIG_KEYS.some((key) => path === key || path.startsWith(`${key}.`)))) {
+          scheduler.setPolicy(createPolicy(next.scheduler.policy, next.scheduler));
+        }
+        if (changedPaths(previous.scheduler.local, next.scheduler.local).length > 0) {
+          // Every worker keeps the new settings; one that is down or restarting gets them when
+          // it starts again, so its failure to take them now is not the reload's.
+          const told = await Promise.allSettled(fleet.workers.map((worker) => worker.engine.configure(next.scheduler.local)));
+          told.forEach((result, i) => {
+            if (result.status === "rejected") {
+              app.log.warn(
+                { worker: fleet.workers[i]!.engine.id, reason: (result.reason as Error).message },
+                "worker not running: it takes the new scheduler.local settings when it restarts",
+              );
+            }
+          });
+        }
+        apiKeys.keys = next.server.apiKeys;
+      },
     },
-  });
+    env,
+  );
   return {
     app,
     metrics,

@@ -104,7 +104,7 @@ async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running>
   // As `npm start` runs it: the production build in its own process, libuv's pool raised
   // for the thread workers, glibc's malloc arenas capped.
   if (spawnSync(process.execPath, [join(ROOT, "scripts/ensure-build.mjs")], { stdio: "inherit" }).status !== 0) throw new Error("the build failed (above)");
-  const child = spawn(process.execPath, [join(ROOT, "dist/main.js"), "--config", config], {
+  const child = spawn(process.execPath, [join(ROOT, "dist/main.js"), "serve", "--config", config], {
     cwd: ROOT,
     env: { ...process.env, UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? "16", MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2" },
     stdio: ["ignore", "ignore", "inherit"],

@@ -18,6 +18,8 @@ export interface LoadedConfig {
   /** Absolute path of the file read; relative model paths resolve against its folder. */
   path: string;
   dir: string;
+  /** The environment it was read with (its overrides); a reload reads the file with the same. */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** Where the config comes from: `--config <path>`, else RADIXGATE_CONFIG, else ./config.yml. */
@@ -46,7 +48,7 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
     const detail = error instanceof YAMLParseError ? error.message : String(error);
     throw new ConfigError(`${path} is not valid YAML: ${detail}`);
   }
-  return { config: parseConfig(raw ?? {}, env, path), path, dir: dirname(path) };
+  return { config: parseConfig(raw ?? {}, env, path), path, dir: dirname(path), env };
 }
 
 /** Validates an already-parsed config object (tests build configs in code through this). */

@@ -2,18 +2,16 @@
  * Deterministic generator of small GGUF "llama" models with random weights and a ChatML
  * chat template, so tests can run real llama.cpp inference without downloading a model.
  *
- *   npm run make-model -- --preset tiny [--seed 1] [--out path]
+ *   radixgate make-model --preset tiny [--seed 1] [--out path]   (src/cli/)
  *
  * Same preset + seed => byte-identical file (seeded PRNG, no Math.random, no clock).
  */
 import { MODELS_DIR } from "../common/models-dir.js";
 import { mulberry32 } from "../common/random.js";
 import { randomUUID } from "node:crypto";
-import { existsSync, realpathSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { mkdir, rename, rm } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { gguf, writeGguf, type GgufFile, type GgufMetadata, type GgufTensor } from "./gguf-writer.js";
 import { buildVocab, type Vocab } from "./vocab.js";
 
@@ -226,44 +224,4 @@ export async function ensureModel(
   const path = resolve(options.path ?? defaultModelPath(preset));
   if (existsSync(path)) return path;
   return (await makeModel({ preset, seed: options.seed, outPath: path })).path;
-}
-
-// ---------------------------------------------------------------------------------------------
-// CLI
-
-async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      preset: { type: "string", default: "tiny" },
-      seed: { type: "string", default: String(DEFAULT_SEED) },
-      out: { type: "string" },
-    },
-    strict: true,
-  });
-  const preset = values.preset;
-  if (!isPresetName(preset)) throw new Error(`unknown preset "${preset}"; one of: ${Object.keys(PRESETS).join(", ")}`);
-  const seed = Number(values.seed);
-
-  const started = performance.now();
-  const made = await makeModel({ preset, seed, outPath: values.out });
-  const seconds = ((performance.now() - started) / 1000).toFixed(2);
-  console.log(`${made.path}\n  preset=${preset} seed=${seed} parameters=${made.parameters} bytes=${made.bytes} ` + `sha256=${made.sha256} (${seconds}s)`);
-}
-
-function isMainModule(): boolean {
-  const entry = process.argv[1];
-  if (entry === undefined) return false;
-  try {
-    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isMainModule()) {
-  main(process.argv.slice(2)).catch((err: unknown) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exitCode = 1;
-  });
 }

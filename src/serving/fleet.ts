@@ -77,28 +77,24 @@ export class Fleet {
   /** Starts every worker of every model; resolves once all have loaded (fails if any fails). */
   static async start(config: Config, modelPaths: Map<string, string>, detect = probeGpus): Promise<Fleet> {
     const workers: FleetWorker[] = [];
-    for (const model of config.models) {
-      const gpus = await detect(model.gpu);
-      const plan = planWorkers(model, gpus);
-      for (const { isolation, env } of plan) {
-        const engine = new WorkerHandle(
-          {
-            workerId: `w${workers.length}`,
-            hostPid: process.pid,
-            modelPath: modelPaths.get(model.id)!,
-            slots: model.slots,
-            contextSize: model.contextSize,
-            batchSize: model.batchSize,
-            threads: model.threads,
-            flashAttention: model.flashAttention,
-            gpu: model.gpu,
-            local: config.scheduler.local,
-            spill: config.spill,
-          },
-          { isolation, env },
-        );
-        workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
-      }
+    for (const { workerId, model, isolation, env } of await planFleet(config, detect)) {
+      const engine = new WorkerHandle(
+        {
+          workerId,
+          hostPid: process.pid,
+          modelPath: modelPaths.get(model.id)!,
+          slots: model.slots,
+          contextSize: model.contextSize,
+          batchSize: model.batchSize,
+          threads: model.threads,
+          flashAttention: model.flashAttention,
+          gpu: model.gpu,
+          local: config.scheduler.local,
+          spill: config.spill,
+        },
+        { isolation, env },
+      );
+      workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
     }
     const launchedAt = performance.now();
     const loads = await Promise.allSettled(
@@ -212,6 +208,24 @@ export interface WorkerPlan {
   isolation: Isolation;
   /** CUDA_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES of a process worker pinned to one GPU. */
   env: Record<string, string>;
+}
+
+/** One worker of the box as planned from the config and the GPUs found, before it starts. */
+export interface PlannedWorker extends WorkerPlan {
+  workerId: string;
+  model: ModelConfig;
+  /** What the GPU detection answered for this model's `gpu` setting. */
+  gpus: GpuDetection;
+}
+
+/** Every worker of every model, numbered w0, w1, ... in config order. */
+export async function planFleet(config: Config, detect: (gpu: ModelConfig["gpu"]) => Promise<GpuDetection> = probeGpus): Promise<PlannedWorker[]> {
+  const planned: PlannedWorker[] = [];
+  for (const model of config.models) {
+    const gpus = await detect(model.gpu);
+    for (const plan of planWorkers(model, gpus)) planned.push({ workerId: `w${planned.length}`, model, gpus, ...plan });
+  }
+  return planned;
 }
 
 /**

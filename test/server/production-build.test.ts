@@ -47,7 +47,7 @@ describe("production build (npm run build, node dist/main.js)", () => {
       ].join("\n"),
     );
     // Plain node on the compiled entry, no loader: what `npm start` execs.
-    server = spawn(process.execPath, [join(ROOT, "dist/main.js"), "--config", config], { cwd: dir, stdio: ["ignore", "pipe", "inherit"] });
+    server = spawn(process.execPath, [join(ROOT, "dist/main.js"), "serve", "--config", config], { cwd: dir, stdio: ["ignore", "pipe", "inherit"] });
     baseURL = await new Promise<string>((resolve, reject) => {
       let out = "";
       server.stdout!.on("data", (chunk: Buffer) => {

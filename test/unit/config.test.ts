@@ -110,11 +110,11 @@ describe("config file", () => {
   ] as const) {
     it(`stops start-up on ${what}, naming the key path`, async () => {
       const path = writeConfig(yaml);
-      const failure = await run("npx", ["tsx", "src/main.ts", "--config", path], { cwd: process.cwd() }).then(
+      const failure = await run("npx", ["tsx", "src/main.ts", "serve", "--config", path], { cwd: process.cwd() }).then(
         () => undefined,
         (error: { code: number; stderr: string }) => error,
       );
-      expect(failure?.code).toBe(1);
+      expect(failure?.code).toBe(2); // a config mistake: nothing ran
       expect(failure?.stderr).toContain(message);
       expect(failure?.stderr).not.toMatch(/\n\s+at /); // one clear message, no stack trace
     });

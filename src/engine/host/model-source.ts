@@ -7,13 +7,21 @@ import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { resolveModelFile } from "node-llama-cpp";
 import { MODELS_DIR } from "../../common/models-dir.js";
-import { DEFAULT_SEED, PRESETS, defaultModelPath, ensureModel, isPresetName } from "../../presets/make-model.js";
+import { DEFAULT_SEED, PRESETS, defaultModelPath, ensureModel, isPresetName, type PresetName } from "../../presets/make-model.js";
 
 export class ModelSourceError extends Error {
   override name = "ModelSourceError";
 }
 
-export async function resolveModelSource(source: string, options: { configDir: string; seed: number }): Promise<string> {
+export interface ModelSourceOptions {
+  configDir: string;
+  seed: number;
+}
+
+/** Where a source's file is (or will be) and what starting the server does about it; no side effect. */
+export type ModelSourcePlan = { kind: "preset"; preset: PresetName; path: string } | { kind: "download"; uri: string } | { kind: "file"; path: string };
+
+export function planModelSource(source: string, options: ModelSourceOptions): ModelSourcePlan {
   if (source.startsWith("preset:")) {
     const preset = source.slice("preset:".length);
     if (!isPresetName(preset)) {
@@ -21,14 +29,24 @@ export async function resolveModelSource(source: string, options: { configDir: s
     }
     // One file per preset and seed, so changing the seed never reuses a stale file.
     const path = options.seed === DEFAULT_SEED ? defaultModelPath(preset) : join(MODELS_DIR, `${preset}-seed${options.seed}.gguf`);
-    return ensureModel(preset, { seed: options.seed, path });
+    return { kind: "preset", preset, path };
   }
-  if (source.startsWith("hf:") || /^https?:\/\//.test(source)) {
-    return resolveModelFile(source, { directory: join(MODELS_DIR, "hf"), cli: false });
-  }
+  if (source.startsWith("hf:") || /^https?:\/\//.test(source)) return { kind: "download", uri: source };
   const path = resolve(options.configDir, source);
   if (!existsSync(path)) {
     throw new ModelSourceError(`model file not found: ${path} (from source "${source}"); use a .gguf path, preset:tiny, or an hf: URI`);
   }
-  return path;
+  return { kind: "file", path };
+}
+
+export async function resolveModelSource(source: string, options: ModelSourceOptions): Promise<string> {
+  const plan = planModelSource(source, options);
+  switch (plan.kind) {
+    case "preset":
+      return ensureModel(plan.preset, { seed: options.seed, path: plan.path });
+    case "download":
+      return resolveModelFile(plan.uri, { directory: join(MODELS_DIR, "hf"), cli: false });
+    case "file":
+      return plan.path;
+  }
 }

@@ -1,0 +1,55 @@
+// `radixgate serve` (and `npm start`): read the config, make the default model if it is
+// missing, start the workers and serve the OpenAI API until SIGINT or SIGTERM.
+import { loadConfigFile, resolveConfigPath } from "../config/load-config.js";
+import { createRadixgate } from "../radixgate.js";
+
+export interface ServeOptions {
+  config?: string;
+  port?: number;
+  host?: string;
+  policy?: string;
+}
+
+/** The environment the config is read with: the command line's options win over the variables they stand for. */
+export function overriddenEnv(options: ServeOptions, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return {
+    ...env,
+    ...(options.port !== undefined ? { PORT: String(options.port) } : {}),
+    ...(options.host !== undefined ? { HOST: options.host } : {}),
+    ...(options.policy !== undefined ? { RADIXGATE_POLICY: options.policy } : {}),
+  };
+}
+
+export async function serve(options: ServeOptions): Promise<void> {
+  const env = overriddenEnv(options);
+  const loaded = loadConfigFile(resolveConfigPath(options.config !== undefined ? ["--config", options.config] : [], env), env);
+  const radixgate = await createRadixgate(loaded);
+  const address = await radixgate.listen();
+  radixgate.app.log.info(
+    {
+      models: loaded.config.models.map((model) => model.id),
+      workers: radixgate.fleet.workers.map((worker) => worker.engine.id),
+      policy: loaded.config.scheduler.policy,
+    },
+    `Radixgate serving on ${address} (config ${loaded.path})`,
+  );
+  // Live config: SIGHUP or an edit of the file (hot-reload.ts says which keys apply live).
+  radixgate.reloader.watchFile();
+  process.on("SIGHUP", () => void radixgate.reloader.reload("SIGHUP"));
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    const timeoutMs = radixgate.reloader.config.server.shutdownTimeoutMs;
+    radixgate.app.log.info(`${signal}: no new connections; in-flight requests get ${timeoutMs} ms to finish`);
+    radixgate.shutdown(timeoutMs).then(
+      () => process.exit(0),
+      (error: unknown) => {
+        radixgate.app.log.error({ err: error }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+}
