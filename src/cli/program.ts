@@ -11,6 +11,7 @@ import { POLICY_NAMES } from "../scheduler/registry.js";
 import { listBenchmarks, runBenchmark } from "./bench.js";
 import { checkConfig, formatCheckReport } from "./check.js";
 import { EXIT, UsageError } from "./exit-codes.js";
+import { bytesProgress } from "./progress.js";
 import { serve, type ServeOptions } from "./serve.js";
 
 function integer(min: number, max: number): (value: string) => number {
@@ -68,7 +69,8 @@ export function buildProgram(): Command {
     .option("--out <path>", "file to write (default: models/<preset>.gguf)")
     .action(async (options: { preset: keyof typeof PRESETS; seed: number; out?: string }) => {
       const started = performance.now();
-      const made = await makeModel({ preset: options.preset, seed: options.seed, outPath: options.out });
+      const progress = bytesProgress(`writing ${options.preset}`);
+      const made = await makeModel({ preset: options.preset, seed: options.seed, outPath: options.out, onProgress: progress.update }).finally(progress.stop);
       const seconds = ((performance.now() - started) / 1000).toFixed(2);
       process.stdout.write(
         `${made.path}\n  preset=${options.preset} seed=${options.seed} parameters=${made.parameters} bytes=${made.bytes} sha256=${made.sha256} (${seconds}s)\n`,

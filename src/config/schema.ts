@@ -94,6 +94,10 @@ export const ConfigSchema = Type.Object(
           ["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((level) => Type.Literal(level)),
           { default: "info" },
         ),
+        logFormat: Type.Union([Type.Literal("auto"), Type.Literal("json"), Type.Literal("pretty")], {
+          default: "auto",
+          description: "auto: readable coloured lines when stdout is a terminal, JSON lines otherwise; json; pretty (no colour off a terminal).",
+        }),
       },
       SETTINGS_OBJECT,
     ),

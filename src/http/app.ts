@@ -12,6 +12,7 @@ import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoute, readyRoute } from "./routes/health.js";
 import { installApiKeys, type ApiKeys } from "./auth.js";
+import { loggerOptions } from "./logger.js";
 import { metricsRoute } from "./routes/metrics.js";
 import { modelsRoute } from "./routes/models.js";
 
@@ -33,7 +34,7 @@ export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, 
     maxIdLength: config.server.maxIdLength,
   };
   const app = Fastify({
-    logger: { level: config.server.logLevel },
+    logger: loggerOptions(config.server.logLevel, config.server.logFormat),
     bodyLimit: limits.bodyLimitBytes,
     // The client's x-request-id becomes the request id only once checked (see limits.ts).
     requestIdHeader: false,

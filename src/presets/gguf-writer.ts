@@ -265,7 +265,7 @@ function buildHeader(file: GgufFile, alignment: number): { header: Buffer; offse
  * Writes `file` to `path` (truncating it). Tensor data is written tensor by tensor straight
  * from the typed arrays' memory, so peak extra memory is the header only.
  */
-export async function writeGguf(path: string, file: GgufFile): Promise<GgufWriteResult> {
+export async function writeGguf(path: string, file: GgufFile, onProgress?: (writtenBytes: number, totalBytes: number) => void): Promise<GgufWriteResult> {
   // Float32Array bytes are in host order; GGUF as loaded by llama.cpp here is little-endian.
   if (endianness() !== "LE") throw new Error("writeGguf: big-endian hosts are not supported");
 
@@ -286,6 +286,8 @@ export async function writeGguf(path: string, file: GgufFile): Promise<GgufWrite
     position += chunk.length;
   };
 
+  const last = file.tensors.length - 1;
+  const totalBytes = header.length + (last >= 0 ? (offsets[last] ?? 0) + file.tensors[last]!.data.byteLength : 0);
   try {
     await put(header);
     const dataStart = position;
@@ -293,6 +295,7 @@ export async function writeGguf(path: string, file: GgufFile): Promise<GgufWrite
       const padding = dataStart + (offsets[i] ?? 0) - position;
       if (padding > 0) await put(new Uint8Array(padding));
       await put(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+      onProgress?.(position, totalBytes);
     }
   } finally {
     await fh.close();

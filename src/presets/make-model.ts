@@ -45,6 +45,8 @@ export interface MakeModelOptions {
   readonly seed?: number | undefined;
   /** Defaults to defaultModelPath(preset). */
   readonly outPath?: string | undefined;
+  /** Called as the file is written (after the weights are generated in memory). */
+  readonly onProgress?: ((writtenBytes: number, totalBytes: number) => void) | undefined;
 }
 
 export interface MadeModel {
@@ -202,7 +204,7 @@ export async function makeModel(options: MakeModelOptions): Promise<MadeModel> {
   await mkdir(dirname(path), { recursive: true });
   const tmp = `${path}.tmp-${process.pid}-${randomUUID()}`;
   try {
-    const written = await writeGguf(tmp, file);
+    const written = await writeGguf(tmp, file, options.onProgress);
     await rename(tmp, path);
     const parameters = file.tensors.reduce((n, t) => n + t.data.length, 0);
     return { path, bytes: written.bytes, sha256: written.sha256, parameters };

@@ -28,6 +28,7 @@ describe("parseConfig", () => {
       maxConcurrentRequests: 1024,
       shutdownTimeoutMs: 30000,
       logLevel: "info",
+      logFormat: "auto",
       maxJsonDepth: 64,
       maxIdLength: 256,
     });

@@ -45,7 +45,8 @@ export async function resolveModelSource(source: string, options: ModelSourceOpt
     case "preset":
       return ensureModel(plan.preset, { seed: options.seed, path: plan.path });
     case "download":
-      return resolveModelFile(plan.uri, { directory: join(MODELS_DIR, "hf"), cli: false });
+      // node-llama-cpp draws its download progress bar only for a person at a terminal.
+      return resolveModelFile(plan.uri, { directory: join(MODELS_DIR, "hf"), cli: process.stderr.isTTY === true });
     case "file":
       return plan.path;
   }
