@@ -183,7 +183,7 @@ describe("SIGTERM", () => {
   it("lets a running stream finish, refuses new connections, and exits 0", async () => {
     const port = 20000 + (process.pid % 20000);
     const path = configFile(configText({ port }));
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--config", path], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve", "--config", path], { stdio: ["ignore", "pipe", "pipe"] });
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     try {
       const base = `http://127.0.0.1:${port}`;
