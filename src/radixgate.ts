@@ -13,6 +13,8 @@ import { createPolicy, POLICY_CONFIG_KEYS } from "./scheduler/registry.js";
 import { CompletionService } from "./serving/completion-service.js";
 import { Fleet } from "./serving/fleet.js";
 import { observeAll, requestLog } from "./serving/observer.js";
+import { RecentActivity } from "./serving/recent-activity.js";
+import { statusReport } from "./serving/status.js";
 import { changedPaths, ConfigReloader } from "./serving/hot-reload.js";
 import { Metrics } from "./metrics/metrics.js";
 
@@ -71,8 +73,10 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     },
   });
   const metrics = new Metrics(fleet, scheduler);
+  const activity = new RecentActivity();
   const observer = observeAll(
     metrics,
+    activity,
     requestLog(() => app.log),
   );
   const service = new CompletionService({
@@ -83,7 +87,16 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     limits: { ...config.generation, maxConcurrentRequests: config.server.maxConcurrentRequests },
   });
   const apiKeys = { keys: config.server.apiKeys };
-  const app = buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError: () => reloader.lastError });
+  const app = buildApp({
+    config,
+    fleet,
+    scheduler,
+    service,
+    metrics,
+    apiKeys,
+    configError: () => reloader.lastError,
+    status: () => statusReport(fleet, scheduler, activity),
+  });
   const reloader = new ConfigReloader(
     path,
     config,

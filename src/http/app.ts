@@ -15,6 +15,8 @@ import { installApiKeys, type ApiKeys } from "./auth.js";
 import { loggerOptions } from "./logger.js";
 import { metricsRoute } from "./routes/metrics.js";
 import { modelsRoute } from "./routes/models.js";
+import { statusRoutes } from "./routes/status.js";
+import type { StatusReport } from "../serving/status.js";
 
 export interface AppServices {
   config: Config;
@@ -25,9 +27,11 @@ export interface AppServices {
   apiKeys: ApiKeys;
   /** Why the last config reload was refused, if it was. */
   configError?: () => string | undefined;
+  /** What the status page shows (GET /status). */
+  status: () => Promise<StatusReport>;
 }
 
-export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError = () => undefined }: AppServices): FastifyInstance {
+export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError = () => undefined, status }: AppServices): FastifyInstance {
   const limits: HttpLimits = {
     bodyLimitBytes: config.server.bodyLimitBytes,
     maxJsonDepth: config.server.maxJsonDepth,
@@ -57,6 +61,7 @@ export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, 
   installIdLimits(app, limits);
   installApiKeys(app, apiKeys);
   metricsRoute(app, metrics);
+  statusRoutes(app, status);
   chatCompletionsRoute(app, service);
   completionsRoute(app, service);
   modelsRoute(app, fleet);

@@ -1,12 +1,13 @@
 // API keys: when config.yml lists any, every request but the probes (/health, /ready,
-// /metrics) must carry `Authorization: Bearer <key>`. Keys are compared as SHA-256 digests
+// /metrics, and the status page at /) must carry `Authorization: Bearer <key>`. Keys are compared as SHA-256 digests
 // with timingSafeEqual, against every key, so the time taken says nothing about the key.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { ServingError } from "../serving/errors.js";
 import { sendError } from "./error-handler.js";
 
-const OPEN_ROUTES = new Set(["/health", "/ready", "/metrics"]);
+// "/" is the status page: a document with no data of its own (the /status it polls takes the key).
+const OPEN_ROUTES = new Set(["/", "/health", "/ready", "/metrics"]);
 
 export interface ApiKeys {
   /** Current keys; hot reload replaces them. */

@@ -91,6 +91,18 @@ export class LocalScheduler {
     this.dispatch();
   }
 
+  /** Whether a request holds the slot now. */
+  isBusy(slot: number): boolean {
+    return this.busy[slot] === true;
+  }
+
+  /** Waiting requests per priority group (index = group, 0 = lowest hit ratio). */
+  waitingByGroup(): number[] {
+    const counts = new Array<number>(this.options.priorityGroups).fill(0);
+    for (const request of this.waiting) counts[this.groupOf(request.tokens)]!++;
+    return counts;
+  }
+
   /** When the slot last finished a request (-Infinity if never). */
   lastUsedMs(slot: number): number {
     return this.lastUsedMs_[slot] ?? -Infinity;

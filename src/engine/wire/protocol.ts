@@ -148,6 +148,22 @@ export interface WorkerStats {
   storedBytes: number;
   /** The local scheduler settings the worker runs with now (hot reloads included). */
   local: LocalSchedulerSettings;
+  /** What each slot holds now (the status page). */
+  slots: SlotReport[];
+  /** Requests waiting for a slot, per priority group (index = group, 0 = lowest hit ratio). */
+  waitingByGroup: number[];
+}
+
+export interface SlotReport {
+  slot: number;
+  /** Tokens in the slot's KV. */
+  tokens: number;
+  /** The first words of what it holds (special tokens left out). */
+  preview: string;
+  /** A request runs in it now. */
+  busy: boolean;
+  /** Since its last request ended, ms; null if it never served one. */
+  idleMs: number | null;
 }
 
 /** Empty every idle slot (running requests keep theirs). */

@@ -163,7 +163,26 @@ export class SlotEngine {
 
   /** What the worker's batches carried so far (a decode step's fill is decodeTokens / steps under load). */
   stats(): WorkerStats {
-    return { ...this.batches, storedStates: this.store.size, storedBytes: this.store.bytes, local: { ...this.init.local } };
+    const now = Date.now();
+    const slots = this.sequences.map((sequence, slot) => {
+      const tokens = sequence.contextTokens;
+      const lastUsed = this.slots.lastUsedMs(slot);
+      return {
+        slot,
+        tokens: tokens.length,
+        preview: previewOf(this.model.detokenize(tokens.slice(0, PREVIEW_TOKENS), false)),
+        busy: this.slots.isBusy(slot),
+        idleMs: Number.isFinite(lastUsed) && !this.slots.isBusy(slot) ? Math.max(0, now - lastUsed) : null,
+      };
+    });
+    return {
+      ...this.batches,
+      storedStates: this.store.size,
+      storedBytes: this.store.bytes,
+      local: { ...this.init.local },
+      slots,
+      waitingByGroup: this.slots.waitingByGroup(),
+    };
   }
 
   async dispose(): Promise<void> {
@@ -455,4 +474,13 @@ function finishReason(stopReason: string): FinishReason {
     default:
       return "stop";
   }
+}
+
+/** Tokens of a slot shown on the status page: enough for its first words. */
+const PREVIEW_TOKENS = 24;
+
+/** The first words of a slot's text, on one line, at most 80 characters. */
+function previewOf(text: string): string {
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > 80 ? `${line.slice(0, 79)}…` : line;
 }
