@@ -110,6 +110,8 @@ export const ConfigSchema = Type.Object(
         preble: POLICY_SETTINGS_SCHEMAS.preble,
         local: LocalSchedulerSettingsSchema,
         cacheAware: POLICY_SETTINGS_SCHEMAS.cacheAware,
+        dynamo: POLICY_SETTINGS_SCHEMAS.dynamo,
+        llmD: POLICY_SETTINGS_SCHEMAS.llmD,
       },
       SETTINGS_OBJECT,
     ),

@@ -42,6 +42,9 @@ interface WorkerState extends FleetWorker {
   /** Placements on it not reported by a slot yet, by prompt array: the report of that same
    *  array then starts from the placement's path in the tree instead of walking the tokens. */
   unreported: Map<TokenIds, InFlightHandle>;
+  /** Prompt tokens of its requests in flight; and of those no slot has taken yet, the tokens still to evaluate. */
+  activeTokens: number;
+  waitingPrefillTokens: number;
 }
 
 interface ModelState {
@@ -95,6 +98,10 @@ export class GlobalScheduler {
     slotHolds: (workerId, slot, tokens) => this.applyCacheEvent({ type: "slot-holds", workerId, slot, tokens }),
     release: (ticket, outcome) => this.release(ticket, outcome),
     workerDown: (workerId) => this.setAlive(workerId, false),
+    prefillStarted: (ticket) => {
+      const worker = this.workers.get(ticket.workerId);
+      if (worker) worker.waitingPrefillTokens = Math.max(0, worker.waitingPrefillTokens - ticket.uncachedTokens);
+    },
   };
 
   constructor(
@@ -122,7 +129,20 @@ export class GlobalScheduler {
       alive: true,
       inFlight: 0,
       prefillWindow: new WindowedSum(this.options.windowMs),
-      view: { id: spec.id, modelId: spec.modelId, alive: true, inFlight: 0, slots: spec.slots, matchedTokens: 0 },
+      activeTokens: 0,
+      waitingPrefillTokens: 0,
+      view: {
+        id: spec.id,
+        modelId: spec.modelId,
+        alive: true,
+        inFlight: 0,
+        slots: spec.slots,
+        matchedTokens: 0,
+        kvTokens: 0,
+        kvCapacityTokens: spec.capacityTokens,
+        activeTokens: 0,
+        waitingPrefillTokens: 0,
+      },
       unreported: new Map(),
     });
   }
@@ -162,6 +182,9 @@ export class GlobalScheduler {
       const view = worker.view;
       view.inFlight = worker.inFlight;
       view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
+      view.kvTokens = model.tree.cachedTokens(worker.spec.id);
+      view.activeTokens = worker.activeTokens;
+      view.waitingPrefillTokens = worker.waitingPrefillTokens;
       candidates.push(view);
     }
     if (candidates.length === 0) return undefined;
@@ -185,6 +208,8 @@ export class GlobalScheduler {
     if (worker?.unreported.get(ticket.request.tokens) === ticket.inFlight) worker.unreported.delete(ticket.request.tokens);
     if (worker) {
       worker.inFlight = Math.max(0, worker.inFlight - 1);
+      worker.activeTokens = Math.max(0, worker.activeTokens - ticket.request.tokens.length);
+      if (!ticket.hasStarted) worker.waitingPrefillTokens = Math.max(0, worker.waitingPrefillTokens - ticket.uncachedTokens);
       if (outcome.ok) {
         const extend = outcome.promptTokens - outcome.cachedTokens;
         if (outcome.prefillMs !== undefined && extend > 0) worker.spec.timeModel.observePrefill(extend, outcome.promptTokens, outcome.prefillMs);
@@ -239,16 +264,23 @@ export class GlobalScheduler {
 
   /** Live view of every worker (for /health and metrics). */
   views(): (WorkerView & { cachedTokens: number; capacityTokens: number })[] {
-    return [...this.workers.values()].map((worker) => ({
-      id: worker.spec.id,
-      modelId: worker.spec.modelId,
-      alive: worker.alive,
-      inFlight: worker.inFlight,
-      slots: worker.spec.slots,
-      matchedTokens: 0,
-      cachedTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),
-      capacityTokens: worker.spec.capacityTokens,
-    }));
+    return [...this.workers.values()].map((worker) => {
+      const cachedTokens = this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id);
+      return {
+        id: worker.spec.id,
+        modelId: worker.spec.modelId,
+        alive: worker.alive,
+        inFlight: worker.inFlight,
+        slots: worker.spec.slots,
+        matchedTokens: 0,
+        kvTokens: cachedTokens,
+        kvCapacityTokens: worker.spec.capacityTokens,
+        activeTokens: worker.activeTokens,
+        waitingPrefillTokens: worker.waitingPrefillTokens,
+        cachedTokens,
+        capacityTokens: worker.spec.capacityTokens,
+      };
+    });
   }
 
   /**
@@ -305,6 +337,8 @@ export class GlobalScheduler {
   private book(request: PlacementRequest, placement: Placement, held: number, model: ModelState, match: PrefixMatch, now: number): PlacementTicket {
     const worker = this.workers.get(placement.workerId)!;
     worker.inFlight++;
+    worker.activeTokens += request.tokens.length;
+    worker.waitingPrefillTokens += request.tokens.length - held;
     model.placements.add(now, 1);
     worker.prefillWindow.add(now, worker.spec.timeModel.prefillMs(request.tokens.length - held, request.tokens.length));
     // In flight (records hit or miss per node), then the estimate: the worker will hold the
@@ -313,6 +347,6 @@ export class GlobalScheduler {
     const inFlight = model.tree.placeOn(worker.spec.id, request.tokens, match);
     worker.unreported.set(request.tokens, inFlight);
     this.sessions.served(request, worker.spec.id, now);
-    return new PlacementTicket(this.ticketBook, request, placement, worker.spec.id, now, inFlight);
+    return new PlacementTicket(this.ticketBook, request, placement, worker.spec.id, now, inFlight, request.tokens.length - held);
   }
 }

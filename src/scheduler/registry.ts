@@ -7,6 +7,8 @@ import { CLOSED, defaultsOf, live } from "../common/settings-schema.js";
 import { GLOBAL_SCHEDULER_DEFAULTS, type GlobalSchedulerSettings } from "./global-scheduler-settings.js";
 import { AffinityPolicy } from "./policies/affinity.js";
 import { CacheAwarePolicy, CacheAwareSettingsSchema } from "./policies/cache-aware.js";
+import { DynamoPolicy, DynamoSettingsSchema } from "./policies/dynamo.js";
+import { LlmDPolicy, LlmDSettingsSchema } from "./policies/llm-d.js";
 import { LeastLoadPolicy } from "./policies/least-load.js";
 import { PreblePolicy, PrebleSettingsSchema } from "./policies/preble.js";
 import { RoundRobinPolicy } from "./policies/roundrobin.js";
@@ -42,6 +44,8 @@ const ENTRIES = [
   entry("roundrobin", NO_SETTINGS, () => new RoundRobinPolicy()),
   entry("affinity", NO_SETTINGS, () => new AffinityPolicy()),
   entry("least-load", NO_SETTINGS, () => new LeastLoadPolicy()),
+  entry("dynamo", { key: "dynamo", schema: DynamoSettingsSchema }, (settings) => new DynamoPolicy(settings)),
+  entry("llm-d", { key: "llmD", schema: LlmDSettingsSchema }, (settings) => new LlmDPolicy(settings)),
 ] as const;
 
 type Entry = (typeof ENTRIES)[number];

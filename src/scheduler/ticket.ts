@@ -25,6 +25,8 @@ export interface TicketBook {
   release(ticket: PlacementTicket, outcome: FinishedRequest): void;
   /** The worker is down: never chosen, its cache forgotten, until it is back. */
   workerDown(workerId: string): void;
+  /** A slot took the request: its prefill is no longer waiting on the worker. */
+  prefillStarted(ticket: PlacementTicket): void;
 }
 
 export class PlacementTicket {
@@ -40,12 +42,21 @@ export class PlacementTicket {
     readonly placedAt: number,
     /** The tree's handle on the request while it is in flight. */
     readonly inFlight: InFlightHandle,
+    /** Prompt tokens the worker did not hold when the request was placed: its prefill work. */
+    readonly uncachedTokens = 0,
   ) {}
+
+  /** Whether a slot has taken the request (its prefill is no longer waiting). */
+  get hasStarted(): boolean {
+    return this.slot !== undefined;
+  }
 
   /** The worker put the request in `slot`: the slot holds its prompt from now on. */
   started(slot: number): void {
     if (this.done || this.lost) return;
+    const first = this.slot === undefined;
     this.slot = slot;
+    if (first) this.book.prefillStarted(this);
     this.book.slotHolds(this.workerId, slot, this.request.tokens);
   }
 

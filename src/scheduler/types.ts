@@ -16,6 +16,13 @@ export interface WorkerView {
   slots: number;
   /** Longest prefix of THIS request's prompt the worker holds in its KV cache. */
   matchedTokens: number;
+  /** KV tokens the tree sees the worker holding, and its KV capacity in tokens. */
+  kvTokens: number;
+  kvCapacityTokens: number;
+  /** Prompt tokens of the requests in flight on it (running or waiting). */
+  activeTokens: number;
+  /** Prompt tokens still to evaluate of the requests placed on it that no slot has taken yet. */
+  waitingPrefillTokens: number;
 }
 
 export interface PlacementRequest {

@@ -52,7 +52,7 @@ describe("usage mistakes exit 2 with a message saying what is allowed", () => {
   it.each([
     ["an unknown command", ["chek"], /unknown command 'chek'[\s\S]*Did you mean check\?/],
     ["a port out of range", ["serve", "--port", "99999"], /--port <port>' argument '99999' is invalid. an integer from 0 to 65535/],
-    ["an unknown policy", ["serve", "--policy", "fastest"], /Allowed choices are preble, shape, cache-aware, roundrobin, affinity, least-load/],
+    ["an unknown policy", ["serve", "--policy", "fastest"], /Allowed choices are preble, shape, cache-aware, roundrobin, affinity, least-load, dynamo, llm-d/],
     ["a missing config file", ["check", "--config", "nowhere.yml"], /cannot read config file .*nowhere\.yml/],
     ["a config with a wrong key", ["check", "--config", "WRONG"], /models\[0\]\.treads: unknown key/],
     ["an unknown benchmark", ["bench", "fastest"], /unknown benchmark "fastest"; one of:\n\s+cold-warm/],

@@ -72,7 +72,15 @@ describe("parseConfig", () => {
   });
 
   it("reloads live exactly the policy, its settings, the local scheduler and the API keys", () => {
-    expect([...LIVE_KEYS].sort()).toEqual(["scheduler.cacheAware", "scheduler.local", "scheduler.policy", "scheduler.preble", "server.apiKeys"]);
+    expect([...LIVE_KEYS].sort()).toEqual([
+      "scheduler.cacheAware",
+      "scheduler.dynamo",
+      "scheduler.llmD",
+      "scheduler.local",
+      "scheduler.policy",
+      "scheduler.preble",
+      "server.apiKeys",
+    ]);
   });
 
   it("lets PORT, HOST and RADIXGATE_POLICY override the file", () => {
