@@ -242,7 +242,10 @@ describe("deadlines kept by the host", () => {
     // scheduler let go of them at the deadline; the worker's handle counts them until the
     // worker itself answers the cancels.
     await until(inFlight, (count) => count === 0);
-    await until(async () => worker.inFlight, (count) => count === 0);
+    await until(
+      async () => worker.inFlight,
+      (count) => count === 0,
+    );
     // Greedy, these answers never end early: both were dropped, neither ran to max_tokens.
     expect(worker.finished.cancelled - before.cancelled).toBe(2);
     expect(worker.finished.length - before.length).toBe(0);
