@@ -27,6 +27,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
+import { terminalProgress } from "../../src/cli/progress.js";
 import { cpuSpec, DEFAULT_GPU, GPU_NAMES, gpuSpec, readTimeModelFile } from "./hardware.js";
 import { summarize } from "./metrics.js";
 import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
@@ -158,6 +159,9 @@ async function main(): Promise<void> {
   const hardware: Record<string, WorkerSpec> = Object.fromEntries(args.gpus.map((gpu) => [gpu, specOf(gpu, args)]));
   const workloadInfo: SimReport["workloads"] = {};
   let done = 0;
+  // A bar over the arms on a terminal; the per-arm lines print above it (or alone into a pipe).
+  const progress = terminalProgress("sim", "arms");
+  progress.update(0, total);
   for (const name of args.workloads) {
     for (const gpu of args.gpus) {
       const spec = hardware[gpu]!;
@@ -179,7 +183,7 @@ async function main(): Promise<void> {
               // Within an arm, only when it runs long.
               onProgress: (completed, all, simulatedMs) => {
                 if (performance.now() - armStarted > 5000)
-                  process.stderr.write(`  [${done + 1}/${total}] ${label}: ${completed}/${all} done, ${fmt(simulatedMs / 1000)} s simulated\n`);
+                  progress.log(`  [${done + 1}/${total}] ${label}: ${completed}/${all} done, ${fmt(simulatedMs / 1000)} s simulated`);
               },
             });
             const summary = summarize(result);
@@ -198,15 +202,17 @@ async function main(): Promise<void> {
               ...(args.perRequest ? { cachedFractions: result.records.map((record) => Math.round(record.cachedFraction * 1000) / 1000) } : {}),
             });
             done++;
-            process.stderr.write(
+            progress.log(
               `[${done}/${total}] ${label}: n=${summary.n}${summary.refused ? ` (+${summary.refused} refused)` : ""}, TTFT mean ${fmt(summary.ttftMs.mean)} ms p99 ${fmt(summary.ttftMs.p99)} ms, ` +
-                `E2E mean ${fmt(summary.e2eMs.mean)} ms p99 ${fmt(summary.e2eMs.p99)} ms, cached ${(summary.cached.meanFraction * 100).toFixed(0)}%, ${fmt(wallS, 1)} s\n`,
+                `E2E mean ${fmt(summary.e2eMs.mean)} ms p99 ${fmt(summary.e2eMs.p99)} ms, cached ${(summary.cached.meanFraction * 100).toFixed(0)}%, ${fmt(wallS, 1)} s`,
             );
+            progress.update(done, total);
           }
         }
       }
     }
   }
+  progress.stop();
   const report: SimReport = {
     benchmark: "sim",
     date: new Date().toISOString(),

@@ -118,3 +118,36 @@ describe("make-model progress", () => {
     expect(piped.stdout).toContain("piped.gguf");
   });
 });
+
+describe("benchmark progress", () => {
+  it("radixgate bench sim: a bar over the arms on a terminal with each arm's line above it; the lines alone through a pipe", () => {
+    const out = join(dir, "sim");
+    const args = [
+      BIN,
+      "bench",
+      "sim",
+      "--workload",
+      "toolbench-zipf",
+      "--workers",
+      "2",
+      "--loads",
+      "0.1",
+      "--policies",
+      "roundrobin,dynamo",
+      "--requests",
+      "40",
+      "--out",
+      out,
+    ];
+    const { command, args: argv } = inTerminal(args);
+    const terminal = spawnSync(command, argv, { cwd: dir, encoding: "utf8" });
+    expect(terminal.status).toBe(0);
+    const shown = terminal.stdout.split(ESC).join("");
+    expect(shown).toMatch(/sim .*100% \| 2\/2 arms/);
+    expect(shown).toMatch(/\[2\/2\] toolbench-zipf .* dynamo: n=40/);
+    const piped = spawnSync(process.execPath, args, { cwd: dir, encoding: "utf8" });
+    expect(piped.status).toBe(0);
+    expect(piped.stderr).toMatch(/\[1\/2\] toolbench-zipf .* roundrobin: n=40/);
+    expect(piped.stderr).not.toMatch(/% \| \d+\/2 arms/);
+  });
+});
