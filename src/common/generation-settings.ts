@@ -6,6 +6,12 @@ import { defaultsOf, SETTINGS_OBJECT } from "./settings-schema.js";
 export const GenerationSettingsSchema = Type.Object(
   {
     defaultMaxTokens: Type.Integer({ minimum: 1, default: 256, description: "Completion tokens when a request sets no max_tokens." }),
+    maxChoices: Type.Integer({
+      minimum: 1,
+      maximum: 64,
+      default: 8,
+      description: "Largest `n` (choices per request) served; each choice runs after the previous one on the same worker.",
+    }),
     requestTimeoutMs: Type.Integer({
       minimum: 0,
       default: 600_000,

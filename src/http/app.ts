@@ -62,8 +62,8 @@ export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, 
   installApiKeys(app, apiKeys);
   metricsRoute(app, metrics);
   statusRoutes(app, status);
-  chatCompletionsRoute(app, service);
-  completionsRoute(app, service);
+  chatCompletionsRoute(app, service, config.generation.maxChoices);
+  completionsRoute(app, service, config.generation.maxChoices);
   modelsRoute(app, fleet);
   healthRoute(app, fleet, scheduler, service, configError);
   readyRoute(app, scheduler);

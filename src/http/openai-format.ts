@@ -33,24 +33,33 @@ export interface ChatCompletionHeader {
   model: string;
 }
 
-export function chatCompletion(header: ChatCompletionHeader, text: string, finishReason: FinishReason, tokens: Usage) {
+/** What each choice of a response generated. */
+export interface ChoiceText {
+  text: string;
+  finishReason: FinishReason;
+}
+
+export function chatCompletion(header: ChatCompletionHeader, choices: readonly ChoiceText[], tokens: Usage) {
   return {
     ...header,
     object: "chat.completion" as const,
     system_fingerprint: null,
-    choices: [
-      { index: 0, message: { role: "assistant" as const, content: text, refusal: null }, logprobs: null, finish_reason: openAIFinishReason(finishReason) },
-    ],
+    choices: choices.map((choice, index) => ({
+      index,
+      message: { role: "assistant" as const, content: choice.text, refusal: null },
+      logprobs: null,
+      finish_reason: openAIFinishReason(choice.finishReason),
+    })),
     usage: tokens,
   };
 }
 
-export function chatChunk(header: ChatCompletionHeader, delta: { role?: "assistant"; content?: string }, finishReason: FinishReason | null) {
+export function chatChunk(header: ChatCompletionHeader, delta: { role?: "assistant"; content?: string }, finishReason: FinishReason | null, index = 0) {
   return {
     ...header,
     object: "chat.completion.chunk" as const,
     system_fingerprint: null,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
+    choices: [{ index, delta, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
   };
 }
 
@@ -59,22 +68,22 @@ export function usageChunk(header: ChatCompletionHeader, tokens: Usage) {
   return { ...header, object: "chat.completion.chunk" as const, system_fingerprint: null, choices: [], usage: tokens };
 }
 
-export function textCompletion(header: ChatCompletionHeader, text: string, finishReason: FinishReason, tokens: Usage) {
+export function textCompletion(header: ChatCompletionHeader, choices: readonly ChoiceText[], tokens: Usage) {
   return {
     ...header,
     object: "text_completion" as const,
     system_fingerprint: null,
-    choices: [{ index: 0, text, logprobs: null, finish_reason: openAIFinishReason(finishReason) }],
+    choices: choices.map((choice, index) => ({ index, text: choice.text, logprobs: null, finish_reason: openAIFinishReason(choice.finishReason) })),
     usage: tokens,
   };
 }
 
-export function textCompletionChunk(header: ChatCompletionHeader, text: string, finishReason: FinishReason | null) {
+export function textCompletionChunk(header: ChatCompletionHeader, text: string, finishReason: FinishReason | null, index = 0) {
   return {
     ...header,
     object: "text_completion" as const,
     system_fingerprint: null,
-    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
+    choices: [{ index, text, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
   };
 }
 

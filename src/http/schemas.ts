@@ -83,7 +83,6 @@ export type CompletionRequest = Static<typeof CompletionRequestSchema>;
  * but its neutral value is refused with a 400 naming it: never silently ignored.
  */
 export const UNSUPPORTED_PARAMETERS: Record<string, (value: unknown) => boolean> = {
-  n: (value) => value !== 1,
   logprobs: (value) => value === true,
   top_logprobs: () => true,
   tools: (value) => Array.isArray(value) && value.length > 0,
@@ -98,7 +97,6 @@ export const UNSUPPORTED_PARAMETERS: Record<string, (value: unknown) => boolean>
 
 /** The legacy completions parameters Radixgate does not implement (same rule: refused by name). */
 export const UNSUPPORTED_COMPLETION_PARAMETERS: Record<string, (value: unknown) => boolean> = {
-  n: (value) => value !== 1,
   best_of: (value) => value !== 1,
   echo: (value) => value !== false,
   suffix: (value) => value !== "",

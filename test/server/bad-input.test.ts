@@ -80,12 +80,12 @@ const cases: { name: string; body: string | undefined; status: number; code: str
     says: /must be one of "text"/,
   },
   {
-    name: "n > 1",
-    body: JSON.stringify({ model: TINY_MODEL, messages: user, n: 3 }),
+    name: "n above generation.maxChoices",
+    body: JSON.stringify({ model: TINY_MODEL, messages: user, n: 9 }),
     status: 400,
-    code: "unsupported_parameter",
+    code: "invalid_request",
     param: "n",
-    says: /`n` is not supported/,
+    says: /`n` is 9, but at most 8 choices are served per request \(generation\.maxChoices\)/,
   },
   {
     name: "tools",

@@ -163,6 +163,82 @@ describe("POST /v1/chat/completions", () => {
   });
 });
 
+describe("n choices", () => {
+  it("answers n seeded choices from one prompt evaluation: prompt counted once, later choices find it cached", async () => {
+    const request = {
+      model: TINY_MODEL,
+      messages: [
+        { role: "system" as const, content: salted(120) },
+        { role: "user" as const, content: "three takes please" },
+      ],
+      max_tokens: 6,
+      temperature: 1,
+      seed: 7,
+      n: 3,
+    };
+    const { data, response } = await server.client.chat.completions.create(request).withResponse();
+    expect(data.choices.map((choice) => choice.index)).toEqual([0, 1, 2]);
+    for (const choice of data.choices) {
+      expect(choice.message.role).toBe("assistant");
+      expect(choice.message.content?.length).toBeGreaterThan(0);
+      expect(choice.finish_reason).toBe("length");
+    }
+    // Seed + index per choice: they differ, and the same request gives them again.
+    expect(new Set(data.choices.map((choice) => choice.message.content)).size).toBeGreaterThan(1);
+    expect(data.usage?.completion_tokens).toBe(18);
+    const prompt = data.usage!.prompt_tokens;
+    expect(data.usage?.total_tokens).toBe(prompt + 18);
+    const cached = response.headers.get("x-radixgate-choice-cached-tokens")!.split(",").map(Number);
+    expect(cached).toHaveLength(3);
+    expect(cached[0]).toBeLessThan(prompt / 2);
+    expect(cached[1]).toBeGreaterThanOrEqual(prompt - 1);
+    expect(cached[2]).toBeGreaterThanOrEqual(prompt - 1);
+    const again = await server.client.chat.completions.create(request);
+    expect(again.choices.map((choice) => choice.message.content)).toEqual(data.choices.map((choice) => choice.message.content));
+  });
+
+  it("streams the choices one after another, each with its index, role and finish, the usage once at the end", async () => {
+    const request = {
+      model: TINY_MODEL,
+      messages: [{ role: "user" as const, content: `two streamed takes ${randomUUID()}` }],
+      max_tokens: 5,
+      temperature: 1,
+      seed: 3,
+      n: 2,
+    };
+    const whole = await server.client.chat.completions.create(request);
+    const stream = await server.client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    const texts = ["", ""];
+    const order: string[] = [];
+    let usage: { completion_tokens: number } | undefined;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      if (choice.delta.role) order.push(`role${choice.index}`);
+      if (choice.delta.content) texts[choice.index] += choice.delta.content;
+      if (choice.finish_reason) order.push(`finish${choice.index}`);
+    }
+    expect(order).toEqual(["role0", "finish0", "role1", "finish1"]);
+    expect(texts).toEqual(whole.choices.map((choice) => choice.message.content));
+    expect(usage?.completion_tokens).toBe(10);
+  });
+
+  it("gives the legacy completions API n choices too", async () => {
+    const data = await server.client.completions.create({
+      model: TINY_MODEL,
+      prompt: `legacy takes ${randomUUID()}`,
+      max_tokens: 4,
+      temperature: 1,
+      seed: 11,
+      n: 2,
+    });
+    expect(data.choices.map((choice) => choice.index)).toEqual([0, 1]);
+    expect(data.choices.every((choice) => choice.text.length > 0)).toBe(true);
+    expect(data.usage?.completion_tokens).toBe(8);
+  });
+});
+
 describe("GET /v1/models and /health", () => {
   it("lists the served model", async () => {
     const models = await server.client.models.list();

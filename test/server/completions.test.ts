@@ -200,7 +200,7 @@ describe("POST /v1/completions refuses what it cannot do, naming the field", () 
       param: "logprobs",
       says: /`logprobs` is not supported/,
     },
-    { name: "n > 1", body: { prompt: "x", n: 2 }, status: 400, code: "unsupported_parameter", param: "n", says: /`n` is not supported/ },
+    { name: "n above generation.maxChoices", body: { prompt: "x", n: 20 }, status: 400, code: "invalid_request", param: "n", says: /at most 8 choices/ },
     {
       name: "an unknown model",
       body: { model: "gpt-3.5-turbo-instruct", prompt: "x" },

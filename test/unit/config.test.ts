@@ -33,7 +33,7 @@ describe("parseConfig", () => {
       maxIdLength: 256,
     });
     expect(config.spill).toEqual({ budgetBytes: 536870912, minTokens: 64, recentMs: 600000, dir: "" });
-    expect(config.generation).toEqual({ defaultMaxTokens: 256, requestTimeoutMs: 600000 });
+    expect(config.generation).toEqual({ defaultMaxTokens: 256, maxChoices: 8, requestTimeoutMs: 600000 });
     expect(config.models[0]).toMatchObject({ workers: "auto", isolation: "auto", slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
     expect(config.scheduler.policy).toBe("preble");
     expect(config.scheduler.preble).toEqual({ rebalanceRatio: 1.5, historyPerWorker: 50, hotTtftRatio: 2, hotMinSamples: 3 });

@@ -7,7 +7,8 @@ import type { ChatTurn } from "../../contract/chat.js";
 import type { ChatStart, CompletionJob, CompletionService } from "../../serving/completion-service.js";
 import { ServingError } from "../../serving/errors.js";
 import { errorBody, toServingError } from "../error-handler.js";
-import { chatChunk, chatCompletion, completionId, usage, usageChunk, type ChatCompletionHeader, type Usage } from "../openai-format.js";
+import { choiceCachedTokensHeader, choiceCount, choicesUsage, completeChoices } from "../choices.js";
+import { chatChunk, chatCompletion, completionId, usageChunk, type ChatCompletionHeader, type Usage } from "../openai-format.js";
 import {
   ChatCompletionRequestSchema,
   RESPONSE_FORMAT_TYPES,
@@ -26,10 +27,11 @@ export const CACHED_TOKENS_HEADER = "x-radixgate-cached-tokens";
 export const PLACEMENT_HEADER = "x-radixgate-placement";
 export const SESSION_HEADER = "x-session-id";
 
-export function chatCompletionsRoute(app: FastifyInstance, service: CompletionService): void {
+export function chatCompletionsRoute(app: FastifyInstance, service: CompletionService, maxChoices: number): void {
   app.post("/v1/chat/completions", { schema: { body: ChatCompletionRequestSchema } }, async (request, reply) => {
     const body = request.body as ChatCompletionRequest;
     refuseUnsupported(request.body as Record<string, unknown>, UNSUPPORTED_PARAMETERS);
+    const n = choiceCount(body.n, maxChoices);
     const header: ChatCompletionHeader = { id: completionId("chatcmpl"), created: Math.floor(Date.now() / 1000), model: body.model };
     const job: CompletionJob = {
       ...jobBasics(request, reply, body),
@@ -37,16 +39,16 @@ export function chatCompletionsRoute(app: FastifyInstance, service: CompletionSe
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     };
     if (!body.stream) {
-      const outcome = await service.complete(job);
-      logPlacement(request, outcome);
+      const outcomes = await completeChoices(service, job, n);
+      logPlacement(request, outcomes[0]!);
       return reply
-        .headers(servedHeaders(outcome))
-        .send(chatCompletion(header, outcome.text, outcome.finishReason, usage(outcome.promptTokens, outcome.cachedTokens, outcome.completionTokens)));
+        .headers({ ...servedHeaders(outcomes[0]!), ...choiceCachedTokensHeader(outcomes) })
+        .send(chatCompletion(header, outcomes, choicesUsage(outcomes)));
     }
-    await streamCompletion(service, job, reply, body.stream_options?.include_usage === true, {
-      first: () => chatChunk(header, { role: "assistant", content: "" }, null),
-      text: (text) => chatChunk(header, { content: text }, null),
-      finish: (reason) => chatChunk(header, {}, reason),
+    await streamCompletion(service, job, n, reply, body.stream_options?.include_usage === true, {
+      first: (index) => chatChunk(header, { role: "assistant", content: "" }, null, index),
+      text: (text, index) => chatChunk(header, { content: text }, null, index),
+      finish: (reason, index) => chatChunk(header, {}, reason, index),
       usage: (tokens) => usageChunk(header, tokens),
     });
     return reply;
@@ -112,36 +114,45 @@ function responseFormatOf(format: ResponseFormatRequest | undefined): ResponseFo
   }
 }
 
-/** The events of one stream, in OpenAI's chunk shapes for its endpoint. */
+/** The events of one stream, in OpenAI's chunk shapes for its endpoint; `index` is the choice's. */
 export interface StreamFormat {
-  /** Sent once the worker holds the request (chat: the assistant role). */
-  first?: () => unknown;
-  text: (text: string) => unknown;
-  finish: (reason: FinishReason) => unknown;
+  /** Sent once the worker holds the choice (chat: the assistant role). */
+  first?: (index: number) => unknown;
+  text: (text: string, index: number) => unknown;
+  finish: (reason: FinishReason, index: number) => unknown;
   usage: (tokens: Usage) => unknown;
 }
 
 export async function streamCompletion(
   service: CompletionService,
   job: CompletionJob,
+  n: number,
   reply: FastifyReply,
   includeUsage: boolean,
   format: StreamFormat,
 ): Promise<void> {
   const sse = new SseStream(reply);
   try {
-    const outcome = await service.complete(job, {
-      // Headers go out only once a worker holds the request: errors before that (unknown
-      // model, prompt too long, no worker, a refused schema) still get their proper HTTP status.
-      onStarted: (start) => {
-        logPlacement(reply.request, start);
-        sse.open(servedHeaders(start));
-        if (format.first) sse.send(format.first());
-      },
-      onText: (text) => sse.send(format.text(text)),
-    });
-    sse.send(format.finish(outcome.finishReason));
-    if (includeUsage) sse.send(format.usage(usage(outcome.promptTokens, outcome.cachedTokens, outcome.completionTokens)));
+    // Choices stream one after another, each ending with its finish chunk.
+    const outcomes = await completeChoices(
+      service,
+      job,
+      n,
+      (index) => ({
+        // Headers go out only once a worker holds the request: errors before that (unknown
+        // model, prompt too long, no worker, a refused schema) still get their proper HTTP status.
+        onStarted: (start) => {
+          if (!sse.isOpen) {
+            logPlacement(reply.request, start);
+            sse.open(servedHeaders(start));
+          }
+          if (format.first) sse.send(format.first(index));
+        },
+        onText: (text) => sse.send(format.text(text, index)),
+      }),
+      (outcome, index) => sse.send(format.finish(outcome.finishReason, index)),
+    );
+    if (includeUsage) sse.send(format.usage(choicesUsage(outcomes)));
     sse.close();
   } catch (error) {
     if (!sse.isOpen) throw error;

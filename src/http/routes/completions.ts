@@ -3,27 +3,29 @@
 import type { FastifyInstance } from "fastify";
 import type { CompletionService, PromptInput } from "../../serving/completion-service.js";
 import { ServingError } from "../../serving/errors.js";
-import { completionId, textCompletion, textCompletionChunk, textUsageChunk, usage, type ChatCompletionHeader } from "../openai-format.js";
+import { choiceCachedTokensHeader, choiceCount, choicesUsage, completeChoices } from "../choices.js";
+import { completionId, textCompletion, textCompletionChunk, textUsageChunk, type ChatCompletionHeader } from "../openai-format.js";
 import { CompletionRequestSchema, UNSUPPORTED_COMPLETION_PARAMETERS, type CompletionRequest } from "../schemas.js";
 import { jobBasics, logPlacement, refuseUnsupported, servedHeaders, streamCompletion } from "./chat-completions.js";
 
-export function completionsRoute(app: FastifyInstance, service: CompletionService): void {
+export function completionsRoute(app: FastifyInstance, service: CompletionService, maxChoices: number): void {
   app.post("/v1/completions", { schema: { body: CompletionRequestSchema } }, async (request, reply) => {
     const body = request.body as CompletionRequest;
     refuseUnsupported(request.body as Record<string, unknown>, UNSUPPORTED_COMPLETION_PARAMETERS);
+    const n = choiceCount(body.n, maxChoices);
     const prompt = promptOf(body.prompt);
     const header: ChatCompletionHeader = { id: completionId("cmpl"), created: Math.floor(Date.now() / 1000), model: body.model };
     const job = { ...jobBasics(request, reply, body), prompt, maxTokens: body.max_tokens ?? undefined };
     if (!body.stream) {
-      const outcome = await service.complete(job);
-      logPlacement(request, outcome);
+      const outcomes = await completeChoices(service, job, n);
+      logPlacement(request, outcomes[0]!);
       return reply
-        .headers(servedHeaders(outcome))
-        .send(textCompletion(header, outcome.text, outcome.finishReason, usage(outcome.promptTokens, outcome.cachedTokens, outcome.completionTokens)));
+        .headers({ ...servedHeaders(outcomes[0]!), ...choiceCachedTokensHeader(outcomes) })
+        .send(textCompletion(header, outcomes, choicesUsage(outcomes)));
     }
-    await streamCompletion(service, job, reply, body.stream_options?.include_usage === true, {
-      text: (text) => textCompletionChunk(header, text, null),
-      finish: (reason) => textCompletionChunk(header, "", reason),
+    await streamCompletion(service, job, n, reply, body.stream_options?.include_usage === true, {
+      text: (text, index) => textCompletionChunk(header, text, null, index),
+      finish: (reason, index) => textCompletionChunk(header, "", reason, index),
       usage: (tokens) => textUsageChunk(header, tokens),
     });
     return reply;
