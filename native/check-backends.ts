@@ -159,9 +159,10 @@ function describeLocalBuilds(): string {
 }
 
 function plansFromArgs(argv: readonly string[]): { plans: Plan[]; source: string } {
-  const hasConfigFlag = argv.some((arg) => arg === "--config" || arg.startsWith("--config="));
-  if (!hasConfigFlag) return { plans: [{ gpu: "auto", models: [] }], source: "no --config: asking for gpu auto" };
-  const loaded = loadConfigFile(resolveConfigPath(argv, process.env));
+  const flag = argv.indexOf("--config");
+  const configPath = flag >= 0 ? argv[flag + 1] : argv.find((arg) => arg.startsWith("--config="))?.slice("--config=".length);
+  if (configPath === undefined) return { plans: [{ gpu: "auto", models: [] }], source: "no --config: asking for gpu auto" };
+  const loaded = loadConfigFile(resolveConfigPath(configPath, process.env));
   const plans: Plan[] = [];
   for (const model of loaded.config.models) {
     const existing = plans.find((plan) => plan.gpu === model.gpu && plan.threads === model.threads);

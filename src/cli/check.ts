@@ -4,10 +4,9 @@
 import { existsSync } from "node:fs";
 import { stringify as toYaml } from "yaml";
 import type { Config } from "../config/schema.js";
-import { loadConfigFile, resolveConfigPath } from "../config/load-config.js";
 import { planModelSource, type ModelSourcePlan } from "../engine/host/model-source.js";
 import { planFleet } from "../serving/fleet.js";
-import { overriddenEnv, type ServeOptions } from "./serve.js";
+import { loadConfigFor, type ServeOptions } from "./serve.js";
 
 export interface CheckReport {
   path: string;
@@ -17,8 +16,7 @@ export interface CheckReport {
 }
 
 export async function checkConfig(options: ServeOptions): Promise<CheckReport> {
-  const env = overriddenEnv(options);
-  const { config, path, dir } = loadConfigFile(resolveConfigPath(options.config !== undefined ? ["--config", options.config] : [], env), env);
+  const { config, path, dir } = loadConfigFor(options);
   const models = config.models.map((model) => ({
     id: model.id,
     source: model.source,

@@ -22,10 +22,14 @@ function integer(min: number, max: number): (value: string) => number {
   };
 }
 
-const configOption = () => new Option("-c, --config <path>", "config file (default: $RADIXGATE_CONFIG, else ./config.yml)");
-const portOption = () => new Option("-p, --port <port>", "listen port; 0 = any free port (overrides server.port and $PORT)").argParser(integer(0, 65535));
-const hostOption = () => new Option("--host <address>", "listen address (overrides server.host and $HOST)");
-const policyOption = () => new Option("--policy <name>", "placement policy (overrides scheduler.policy and $RADIXGATE_POLICY)").choices(POLICY_NAMES);
+/** The options that choose and override the config: serve and check take the same (cli/serve.ts reads them). */
+function withConfigOptions(command: Command): Command {
+  return command
+    .addOption(new Option("-c, --config <path>", "config file (default: $RADIXGATE_CONFIG, else ./config.yml)"))
+    .addOption(new Option("-p, --port <port>", "listen port; 0 = any free port (overrides server.port and $PORT)").argParser(integer(0, 65535)))
+    .addOption(new Option("--host <address>", "listen address (overrides server.host and $HOST)"))
+    .addOption(new Option("--policy <name>", "placement policy (overrides scheduler.policy and $RADIXGATE_POLICY)").choices(POLICY_NAMES));
+}
 
 export function buildProgram(): Command {
   const { version } = JSON.parse(readFileSync(join(PACKAGE_ROOT, "package.json"), "utf8")) as { version: string };
@@ -39,22 +43,11 @@ export function buildProgram(): Command {
       throw error;
     });
 
-  program
-    .command("serve")
-    .description("start the workers and serve the OpenAI API until SIGINT or SIGTERM")
-    .addOption(configOption())
-    .addOption(portOption())
-    .addOption(hostOption())
-    .addOption(policyOption())
-    .action((options: ServeOptions) => serve(options));
+  withConfigOptions(program.command("serve").description("start the workers and serve the OpenAI API until SIGINT or SIGTERM")).action(
+    (options: ServeOptions) => serve(options),
+  );
 
-  program
-    .command("check")
-    .description("validate a config file and print the resolved settings, the GPUs found and which worker runs where")
-    .addOption(configOption())
-    .addOption(portOption())
-    .addOption(hostOption())
-    .addOption(policyOption())
+  withConfigOptions(program.command("check").description("validate a config file and print the resolved settings, the GPUs found and which worker runs where"))
     .option("--json", "print the report as JSON")
     .action(async (options: ServeOptions & { json?: boolean }) => {
       const report = await checkConfig(options);

@@ -1,6 +1,6 @@
 // `radixgate serve` (and `npm start`): read the config, make the default model if it is
 // missing, start the workers and serve the OpenAI API until SIGINT or SIGTERM.
-import { loadConfigFile, resolveConfigPath } from "../config/load-config.js";
+import { loadConfigFile, resolveConfigPath, type LoadedConfig } from "../config/load-config.js";
 import { createRadixgate } from "../radixgate.js";
 
 export interface ServeOptions {
@@ -20,9 +20,14 @@ export function overriddenEnv(options: ServeOptions, env: NodeJS.ProcessEnv = pr
   };
 }
 
-export async function serve(options: ServeOptions): Promise<void> {
+/** The config file the options name, read with their overrides (serve and check read it alike). */
+export function loadConfigFor(options: ServeOptions): LoadedConfig {
   const env = overriddenEnv(options);
-  const loaded = loadConfigFile(resolveConfigPath(options.config !== undefined ? ["--config", options.config] : [], env), env);
+  return loadConfigFile(resolveConfigPath(options.config, env), env);
+}
+
+export async function serve(options: ServeOptions): Promise<void> {
+  const loaded = loadConfigFor(options);
   const radixgate = await createRadixgate(loaded);
   const address = await radixgate.listen();
   radixgate.app.log.info(

@@ -22,16 +22,9 @@ export interface LoadedConfig {
   env?: NodeJS.ProcessEnv;
 }
 
-/** Where the config comes from: `--config <path>`, else RADIXGATE_CONFIG, else ./config.yml. */
-export function resolveConfigPath(argv: readonly string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): string {
-  const flagIndex = argv.findIndex((arg) => arg === "--config" || arg.startsWith("--config="));
-  if (flagIndex >= 0) {
-    const arg = argv[flagIndex] ?? "";
-    const value = arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[flagIndex + 1];
-    if (!value) throw new ConfigError("--config needs a path, e.g. --config ./config.yml");
-    return resolve(cwd, value);
-  }
-  return resolve(cwd, env.RADIXGATE_CONFIG ?? "config.yml");
+/** Where the config comes from: the command line's `--config` path, else RADIXGATE_CONFIG, else ./config.yml. */
+export function resolveConfigPath(flag: string | undefined, env: NodeJS.ProcessEnv, cwd = process.cwd()): string {
+  return resolve(cwd, flag ?? env.RADIXGATE_CONFIG ?? "config.yml");
 }
 
 export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {

@@ -11,12 +11,18 @@ export function isPretty(format: LogFormat, stdoutIsTerminal: boolean): boolean 
   return format === "pretty" || (format === "auto" && stdoutIsTerminal);
 }
 
-export function loggerOptions(level: string, format: LogFormat, stdoutIsTerminal = process.stdout.isTTY === true): FastifyServerOptions["logger"] {
+export function loggerOptions(
+  level: string,
+  format: LogFormat,
+  stdoutIsTerminal = process.stdout.isTTY === true,
+  env: NodeJS.ProcessEnv = process.env,
+): FastifyServerOptions["logger"] {
   if (!isPretty(format, stdoutIsTerminal)) return { level };
   return {
     level,
     stream: pretty({
-      colorize: stdoutIsTerminal,
+      // Colour only for a terminal, and never when NO_COLOR is set (no-color.org).
+      colorize: stdoutIsTerminal && !env.NO_COLOR,
       sync: true,
       translateTime: "SYS:HH:MM:ss.l",
       ignore: "pid,hostname",

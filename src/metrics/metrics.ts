@@ -162,8 +162,8 @@ export class Metrics implements ServingObserver {
     byWorker("radixgate_worker_queue_depth", "Requests placed on the worker beyond its slots (waiting).", (view) => Math.max(0, view.inFlight - view.slots));
     byWorker("radixgate_worker_running", "Requests running in the worker's slots.", (view) => Math.min(view.inFlight, view.slots));
     byWorker("radixgate_worker_slots", "Slots (sequences) of the worker.", (view) => view.slots);
-    byWorker("radixgate_worker_kv_tokens", "KV tokens the global tree sees the worker holding.", (view) => view.cachedTokens);
-    byWorker("radixgate_worker_kv_capacity_tokens", "KV capacity of the worker in tokens (slots x context).", (view) => view.capacityTokens);
+    byWorker("radixgate_worker_kv_tokens", "KV tokens the global tree sees the worker holding.", (view) => view.kvTokens);
+    byWorker("radixgate_worker_kv_capacity_tokens", "KV capacity of the worker in tokens (slots x context).", (view) => view.kvCapacityTokens);
     byWorker("radixgate_worker_alive", "1 while the worker is up.", (view) => (view.alive ? 1 : 0));
     new Gauge({
       name: "radixgate_worker_restarts_total",

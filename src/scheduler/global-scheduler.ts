@@ -262,25 +262,20 @@ export class GlobalScheduler {
     return alive > 0;
   }
 
-  /** Live view of every worker (for /health and metrics). */
-  views(): (WorkerView & { cachedTokens: number; capacityTokens: number })[] {
-    return [...this.workers.values()].map((worker) => {
-      const cachedTokens = this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id);
-      return {
-        id: worker.spec.id,
-        modelId: worker.spec.modelId,
-        alive: worker.alive,
-        inFlight: worker.inFlight,
-        slots: worker.spec.slots,
-        matchedTokens: 0,
-        kvTokens: cachedTokens,
-        kvCapacityTokens: worker.spec.capacityTokens,
-        activeTokens: worker.activeTokens,
-        waitingPrefillTokens: worker.waitingPrefillTokens,
-        cachedTokens,
-        capacityTokens: worker.spec.capacityTokens,
-      };
-    });
+  /** Live view of every worker (for /health, the status page and metrics). */
+  views(): WorkerView[] {
+    return [...this.workers.values()].map((worker) => ({
+      id: worker.spec.id,
+      modelId: worker.spec.modelId,
+      alive: worker.alive,
+      inFlight: worker.inFlight,
+      slots: worker.spec.slots,
+      matchedTokens: 0,
+      kvTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),
+      kvCapacityTokens: worker.spec.capacityTokens,
+      activeTokens: worker.activeTokens,
+      waitingPrefillTokens: worker.waitingPrefillTokens,
+    }));
   }
 
   /**

@@ -43,7 +43,7 @@ export class PlacementTicket {
     /** The tree's handle on the request while it is in flight. */
     readonly inFlight: InFlightHandle,
     /** Prompt tokens the worker did not hold when the request was placed: its prefill work. */
-    readonly uncachedTokens = 0,
+    readonly uncachedTokens: number,
   ) {}
 
   /** Whether a slot has taken the request (its prefill is no longer waiting). */

@@ -18,6 +18,8 @@ interface Bucket {
   cachedTokens: number;
   placements: Record<string, number>;
   ttftMs: number[];
+  /** TTFTs seen in the bucket, kept or not: the reservoir's denominator. */
+  ttftSeen: number;
 }
 
 export interface ActivityPoint {
@@ -46,10 +48,11 @@ export class RecentActivity implements ServingObserver {
     bucket.cachedTokens += record.cachedTokens;
     if (record.placement) bucket.placements[record.placement.reason] = (bucket.placements[record.placement.reason] ?? 0) + 1;
     if (record.ttftMs !== undefined) {
-      // Past the cap, a random sample replaces one kept (reservoir sampling).
+      // Past the cap, the i-th TTFT replaces a kept one with probability cap / i (reservoir sampling).
+      bucket.ttftSeen++;
       if (bucket.ttftMs.length < TTFT_SAMPLES) bucket.ttftMs.push(record.ttftMs);
       else {
-        const index = Math.floor(Math.random() * bucket.requests);
+        const index = Math.floor(Math.random() * bucket.ttftSeen);
         if (index < TTFT_SAMPLES) bucket.ttftMs[index] = record.ttftMs;
       }
     }
@@ -86,7 +89,7 @@ export class RecentActivity implements ServingObserver {
     const start = this.bucketStart(this.now());
     let bucket = this.buckets.at(-1);
     if (bucket?.start !== start) {
-      bucket = { start, requests: 0, errors: 0, promptTokens: 0, cachedTokens: 0, placements: {}, ttftMs: [] };
+      bucket = { start, requests: 0, errors: 0, promptTokens: 0, cachedTokens: 0, placements: {}, ttftMs: [], ttftSeen: 0 };
       this.buckets.push(bucket);
       while (this.buckets.length > 0 && this.buckets[0]!.start <= start - BUCKETS * BUCKET_MS) this.buckets.shift();
     }

@@ -35,7 +35,7 @@ export async function statusReport(fleet: Fleet, scheduler: GlobalScheduler, act
   const fleetStatus = new Map(fleet.status().workers.map((worker) => [worker.id, worker]));
   const workers = await Promise.all(
     scheduler.views().map(async (view): Promise<WorkerReport> => {
-      const handle = fleet.workers.find((worker) => worker.engine.id === view.id);
+      const handle = fleet.get(view.id);
       const stats = view.alive && handle ? await handle.engine.stats().catch(() => undefined) : undefined;
       return {
         id: view.id,
@@ -46,8 +46,8 @@ export async function statusReport(fleet: Fleet, scheduler: GlobalScheduler, act
         slots: view.slots,
         running: Math.min(view.inFlight, view.slots),
         queued: Math.max(0, view.inFlight - view.slots),
-        kvTokens: view.cachedTokens,
-        kvCapacityTokens: view.capacityTokens,
+        kvTokens: view.kvTokens,
+        kvCapacityTokens: view.kvCapacityTokens,
         slotReports: stats?.slots ?? null,
         waitingByGroup: stats?.waitingByGroup ?? null,
       };

@@ -37,10 +37,10 @@ function config(format: string): string {
 let server: ChildProcess | undefined;
 
 /** Starts `radixgate serve`; resolves with everything it printed up to and including one completion's log line. */
-async function serveOneRequest(format: string, terminal: boolean): Promise<string> {
+async function serveOneRequest(format: string, terminal: boolean, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   const args = [BIN, "serve", "--config", config(format)];
   const { command, args: argv } = terminal ? inTerminal(args) : { command: process.execPath, args };
-  const child = spawn(command, argv, { cwd: dir, stdio: ["ignore", "pipe", "inherit"], detached: true });
+  const child = spawn(command, argv, { cwd: dir, env, stdio: ["ignore", "pipe", "inherit"], detached: true });
   server = child;
   let out = "";
   child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
@@ -96,6 +96,12 @@ describe("server logs", () => {
     const records = lines.map((line) => JSON.parse(line) as { msg?: string; requestId?: string; level: number });
     expect(records.find((record) => record.msg?.startsWith("Radixgate serving on"))?.level).toBe(30);
     expect(records.some((record) => record.requestId === "humane-1" && record.msg === "completion")).toBe(true);
+  });
+
+  it("on a terminal with NO_COLOR set: the same readable lines, without colour", async () => {
+    const out = await serveOneRequest("auto", true, { ...process.env, NO_COLOR: "1" });
+    expect(out).toMatch(/\] INFO: Radixgate serving on/);
+    expect(out).not.toContain(`${ESC}32m`);
   });
 
   it("logFormat: pretty through a pipe: readable lines without colour", async () => {

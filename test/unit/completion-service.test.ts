@@ -60,7 +60,7 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
       hooks,
     );
   // What the tree believes w0 holds (its slots and nothing in flight once the request ended).
-  const held = () => scheduler.views().find((worker) => worker.id === "w0")!.cachedTokens;
+  const held = () => scheduler.views().find((worker) => worker.id === "w0")!.kvTokens;
   return { run, held };
 }
 

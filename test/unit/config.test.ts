@@ -95,10 +95,9 @@ describe("parseConfig", () => {
 
 describe("config file", () => {
   it("finds the file from --config, then RADIXGATE_CONFIG, then ./config.yml", () => {
-    expect(resolveConfigPath(["--config", "a.yml"], { RADIXGATE_CONFIG: "b.yml" }, "/srv")).toBe("/srv/a.yml");
-    expect(resolveConfigPath(["--config=c.yml"], {}, "/srv")).toBe("/srv/c.yml");
-    expect(resolveConfigPath([], { RADIXGATE_CONFIG: "b.yml" }, "/srv")).toBe("/srv/b.yml");
-    expect(resolveConfigPath([], {}, "/srv")).toBe("/srv/config.yml");
+    expect(resolveConfigPath("a.yml", { RADIXGATE_CONFIG: "b.yml" }, "/srv")).toBe("/srv/a.yml");
+    expect(resolveConfigPath(undefined, { RADIXGATE_CONFIG: "b.yml" }, "/srv")).toBe("/srv/b.yml");
+    expect(resolveConfigPath(undefined, {}, "/srv")).toBe("/srv/config.yml");
   });
 
   it("reports invalid YAML with the file name", () => {

@@ -271,7 +271,7 @@ describe("the tree's view of each worker", () => {
     const { scheduler, serve } = harness("preble", ["w0", "w1"], { capacityTokens: 1000, slots: 2 });
     for (let i = 0; i < 60; i++) {
       serve(i % 3 === 0 ? turn(i % 4, 1 + (i % 5)) : single(i, 100 + ((i * 37) % 300)));
-      for (const view of scheduler.views()) expect(view.cachedTokens).toBeLessThanOrEqual(1000);
+      for (const view of scheduler.views()) expect(view.kvTokens).toBeLessThanOrEqual(1000);
     }
   });
 
@@ -326,7 +326,7 @@ describe("the tree's view of each worker", () => {
     const { scheduler, serve } = harness("affinity", ["w0", "w1"]);
     const worker = serve(single(5, 200))!;
     scheduler.setAlive(worker, false);
-    expect(scheduler.views().find((view) => view.id === worker)?.cachedTokens).toBe(0);
+    expect(scheduler.views().find((view) => view.id === worker)?.kvTokens).toBe(0);
   });
 });
 

@@ -11,7 +11,6 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { SETTINGS_OBJECT } from "../../common/settings-schema.js";
 import type { Placement, PlacementContext, PlacementPolicy, PlacementRequest, WorkerView } from "../types.js";
-import { minBy } from "./pick.js";
 
 /** scheduler.llmD in config.yml. */
 export const LlmDSettingsSchema = Type.Object(
@@ -48,8 +47,8 @@ export class LlmDPolicy implements PlacementPolicy {
 
   place(request: PlacementRequest, candidates: readonly WorkerView[], context: PlacementContext): Placement | undefined {
     const scores = this.scores(request, candidates);
-    const byScore = new Map(candidates.map((worker, i) => [worker, scores[i]!]));
-    const best = minBy(candidates, (worker) => -byScore.get(worker)!);
+    // The max-score picker; the first of equal scores wins.
+    const best = candidates[scores.indexOf(Math.max(...scores))];
     return best && { workerId: best.id, reason: best.matchedTokens > 0 ? "prefix-score" : "load-score", matchedTokens: context.match.longest };
   }
 }
