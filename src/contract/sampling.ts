@@ -1,5 +1,6 @@
 // How a generation samples its tokens: what the HTTP side asks for and the engine carries
 // out. Types and constants only, shared by http/, serving/ and engine/.
+import type { ToolCallConstraint } from "./tools.js";
 
 export interface SamplingParams {
   maxTokens: number;
@@ -16,6 +17,8 @@ export interface SamplingParams {
   frequencyPenalty?: number;
   /** Constrains the output with a grammar the worker builds (and caches); absent: free text. */
   responseFormat?: ResponseFormat;
+  /** A tool call the request requires: its grammar replaces any responseFormat's. */
+  toolCalls?: ToolCallConstraint;
 }
 
 /** `json_object`: any JSON object. `json_schema`: JSON matching the schema (node-llama-cpp's subset). */

@@ -1,6 +1,7 @@
 // OpenAI's response shapes for chat and legacy (text) completions, built from a worker's outcome.
 import { randomBytes } from "node:crypto";
 import type { FinishReason } from "../contract/generation.js";
+import type { ToolCall } from "../contract/tools.js";
 
 export interface Usage {
   prompt_tokens: number;
@@ -33,33 +34,62 @@ export interface ChatCompletionHeader {
   model: string;
 }
 
-/** What each choice of a response generated. */
+/** What each choice of a text completion generated. */
 export interface ChoiceText {
   text: string;
   finishReason: FinishReason;
 }
 
-export function chatCompletion(header: ChatCompletionHeader, choices: readonly ChoiceText[], tokens: Usage) {
+/** What each choice of a chat response generated: its text split into content and tool calls. */
+export interface ChatChoice {
+  content: string | null;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+}
+
+/** A generation that stopped after making calls ends with "tool_calls"; one cut by its token limit stays "length". */
+export function chatFinishReason(reason: FinishReason, toolCalls: number): "stop" | "length" | "tool_calls" {
+  return toolCalls > 0 && reason !== "length" ? "tool_calls" : openAIFinishReason(reason);
+}
+
+function toolCallsField(calls: readonly ToolCall[]) {
+  return calls.length === 0
+    ? {}
+    : { tool_calls: calls.map((call) => ({ id: call.id, type: "function" as const, function: { name: call.name, arguments: call.arguments } })) };
+}
+
+export function chatCompletion(header: ChatCompletionHeader, choices: readonly ChatChoice[], tokens: Usage) {
   return {
     ...header,
     object: "chat.completion" as const,
     system_fingerprint: null,
     choices: choices.map((choice, index) => ({
       index,
-      message: { role: "assistant" as const, content: choice.text, refusal: null },
+      message: { role: "assistant" as const, content: choice.content, refusal: null, ...toolCallsField(choice.toolCalls) },
       logprobs: null,
-      finish_reason: openAIFinishReason(choice.finishReason),
+      finish_reason: chatFinishReason(choice.finishReason, choice.toolCalls.length),
     })),
     usage: tokens,
   };
 }
 
-export function chatChunk(header: ChatCompletionHeader, delta: { role?: "assistant"; content?: string }, finishReason: FinishReason | null, index = 0) {
+/** A streamed tool call's piece: its start (id, name) or more of its arguments, as OpenAI streams them. */
+export type ToolCallDelta =
+  | { index: number; id: string; type: "function"; function: { name: string; arguments: string } }
+  | { index: number; function: { arguments: string } };
+
+export interface ChatDelta {
+  role?: "assistant";
+  content?: string;
+  tool_calls?: ToolCallDelta[];
+}
+
+export function chatChunk(header: ChatCompletionHeader, delta: ChatDelta, finishReason: "stop" | "length" | "tool_calls" | null, index = 0) {
   return {
     ...header,
     object: "chat.completion.chunk" as const,
     system_fingerprint: null,
-    choices: [{ index, delta, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
+    choices: [{ index, delta, logprobs: null, finish_reason: finishReason }],
   };
 }
 

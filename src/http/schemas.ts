@@ -14,13 +14,45 @@ const TextPart = Type.Object({
   text: Type.String(),
 });
 
-export const ChatMessageSchema = Type.Object({
-  role: StringEnum(CHAT_ROLES),
-  content: Type.Union([Type.String(), Type.Array(TextPart), Type.Null()]),
-  name: Type.Optional(Type.String()),
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+/** A call in an assistant message: `arguments` is JSON text (checked by the route, which names the call). */
+const ToolCallSchema = Type.Object({
+  id: Type.String({ minLength: 1 }),
+  type: StringEnum(["function"], "Only function tool calls are supported."),
+  function: Type.Object({ name: Type.String({ minLength: 1 }), arguments: Type.String() }),
 });
 
-const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+export const ChatMessageSchema = Type.Object({
+  role: StringEnum(CHAT_ROLES),
+  content: Type.Optional(Type.Union([Type.String(), Type.Array(TextPart), Type.Null()])),
+  name: Type.Optional(Type.String()),
+  /** Assistant messages: the calls the model made. */
+  tool_calls: Type.Optional(Nullable(Type.Array(ToolCallSchema))),
+  /** Tool messages: which call this is the result of. */
+  tool_call_id: Type.Optional(Type.String()),
+});
+
+/** OpenAI's limit on a function's name. */
+export const TOOL_NAME_PATTERN = "^[a-zA-Z0-9_-]{1,64}$";
+
+export const ToolSchema = Type.Object({
+  type: StringEnum(["function"], "Only function tools are supported."),
+  function: Type.Object({
+    name: Type.String({ pattern: TOOL_NAME_PATTERN, description: "Letters, digits, underscores and dashes, at most 64." }),
+    description: Type.Optional(Type.String()),
+    parameters: Type.Optional(Type.Unsafe<Record<string, unknown>>({ type: "object" })),
+    strict: Type.Optional(Nullable(Type.Boolean())),
+  }),
+});
+
+export const TOOL_CHOICE_MODES = ["none", "auto", "required"] as const;
+
+/** A mode is a plain string here: an unknown one is refused with the modes listed, not as a union error. */
+export const ToolChoiceSchema = Type.Union([
+  Type.String(),
+  Type.Object({ type: StringEnum(["function"]), function: Type.Object({ name: Type.String({ minLength: 1 }) }) }),
+]);
 
 /** OpenAI's range for presence_penalty and frequency_penalty. */
 const Penalty = Type.Optional(Nullable(Type.Number({ minimum: -2, maximum: 2 })));
@@ -61,11 +93,16 @@ export const ChatCompletionRequestSchema = Type.Object({
   ...GenerationFields,
   messages: Type.Array(ChatMessageSchema, { minItems: 1 }),
   max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+  tools: Type.Optional(Nullable(Type.Array(ToolSchema, { maxItems: 128 }))),
+  tool_choice: Type.Optional(Nullable(ToolChoiceSchema)),
+  parallel_tool_calls: Type.Optional(Nullable(Type.Boolean())),
 });
 
 export type ChatCompletionRequest = Static<typeof ChatCompletionRequestSchema>;
 export type ChatMessage = Static<typeof ChatMessageSchema>;
 export type ResponseFormatRequest = Static<typeof ResponseFormatSchema>;
+export type ToolRequest = Static<typeof ToolSchema>;
+export type ToolChoiceRequest = Static<typeof ToolChoiceSchema>;
 
 /**
  * OpenAI's legacy completions. `prompt` is only checked as "string or array" here: the route
@@ -85,8 +122,6 @@ export type CompletionRequest = Static<typeof CompletionRequestSchema>;
 export const UNSUPPORTED_PARAMETERS: Record<string, (value: unknown) => boolean> = {
   logprobs: (value) => value === true,
   top_logprobs: () => true,
-  tools: (value) => Array.isArray(value) && value.length > 0,
-  tool_choice: (value) => value !== "none",
   functions: () => true,
   function_call: () => true,
   logit_bias: (value) => typeof value === "object" && Object.keys(value as object).length > 0,

@@ -3,12 +3,13 @@
 import type { ChatTurn } from "../contract/chat.js";
 import type { GenerationResult } from "../contract/generation.js";
 import type { SamplingParams } from "../contract/sampling.js";
+import type { ChatTools, ToolCallSyntax } from "../contract/tools.js";
 import type { Placement } from "../scheduler/types.js";
 
 /** What to complete. */
 export type PromptInput =
   /** Chat messages, rendered with the model's chat template. */
-  | { kind: "chat"; messages: ChatTurn[] }
+  | { kind: "chat"; messages: ChatTurn[]; tools?: ChatTools }
   /** A raw prompt (legacy completions), tokenized as one text. */
   | { kind: "text"; text: string }
   /** Token ids as sent (legacy completions); `param` names the field in errors, e.g. "prompt". */
@@ -39,6 +40,8 @@ export interface ChatStart {
   promptTokens: number;
   cachedTokens: number;
   placement: Placement;
+  /** How the model writes a tool call: present when the request has tools the model may call. */
+  toolCallSyntax?: ToolCallSyntax;
 }
 
 export interface ChatHooks {
@@ -50,6 +53,7 @@ export interface ChatHooks {
 export interface ChatOutcome extends GenerationResult {
   workerId: string;
   placement: Placement;
+  toolCallSyntax?: ToolCallSyntax;
 }
 
 export interface ServiceLimits {

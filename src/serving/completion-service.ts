@@ -13,6 +13,7 @@ import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
 import { NO_TOKENS, type RequestRecord, type ServingObserver } from "./observer.js";
 import { preparePrompt } from "./prompt-input.js";
+import { toolSampling } from "./tool-calls.js";
 
 export type { ChatHooks, ChatOutcome, ChatStart, CompletionJob, PromptInput, ServiceLimits } from "./completion-job.js";
 
@@ -105,6 +106,12 @@ export class CompletionService {
 
   private async run(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
     const prompt = await preparePrompt(this.deps.fleet, this.deps.preparer, job, this.deps.limits.defaultMaxTokens);
-    return this.dispatcher.run(job, prompt, hooks);
+    const { sampling, syntax } = toolSampling(job.sampling, job.prompt.kind === "chat" ? job.prompt.tools : undefined, prompt.toolCallSyntax);
+    if (!syntax) return this.dispatcher.run(job, prompt, hooks);
+    const outcome = await this.dispatcher.run({ ...job, sampling }, prompt, {
+      ...hooks,
+      onStarted: (start) => hooks.onStarted?.({ ...start, toolCallSyntax: syntax }),
+    });
+    return { ...outcome, toolCallSyntax: syntax };
   }
 }

@@ -1,5 +1,7 @@
 // A request's prompt, from what the client sent to the exact tokens a worker evaluates:
 // rendered and tokenized once here in the host, refused early when it cannot fit a slot.
+import type { ChatTurn } from "../contract/chat.js";
+import type { ToolCallSyntax } from "../contract/tools.js";
 import type { PromptPreparer } from "../engine/host/prompt-preparer.js";
 import type { PlacementRequest } from "../scheduler/types.js";
 import type { CompletionJob, PromptInput } from "./completion-job.js";
@@ -11,6 +13,8 @@ export interface PreparedPrompt {
   tokens: number[];
   maxTokens: number;
   request: PlacementRequest;
+  /** How the model writes a tool call: present when the chat has tools. */
+  toolCallSyntax?: ToolCallSyntax;
 }
 
 export async function preparePrompt(fleet: Fleet, preparer: PromptPreparer, job: CompletionJob, defaultMaxTokens: number): Promise<PreparedPrompt> {
@@ -20,7 +24,7 @@ export async function preparePrompt(fleet: Fleet, preparer: PromptPreparer, job:
   }
   const field = job.prompt.kind === "chat" ? "messages" : "prompt";
   await refuseUnfittingText(preparer, job.modelId, job.prompt, model.contextSize, field);
-  const tokens = await promptTokens(preparer, job.modelId, job.prompt);
+  const { tokens, toolCallSyntax } = await promptTokens(preparer, job.modelId, job.prompt);
   if (tokens.length === 0) throw new ServingError("invalid_request", "The prompt is empty: send at least one token.", field);
   // The generation needs room for at least one completion token in the slot.
   if (tokens.length >= model.contextSize) {
@@ -40,7 +44,7 @@ export async function preparePrompt(fleet: Fleet, preparer: PromptPreparer, job:
     maxTokens,
     ...(job.sessionId !== undefined ? { sessionId: job.sessionId } : {}),
   };
-  return { tokens, maxTokens, request };
+  return { tokens, maxTokens, request, ...(toolCallSyntax ? { toolCallSyntax } : {}) };
 }
 
 /**
@@ -51,7 +55,7 @@ export async function preparePrompt(fleet: Fleet, preparer: PromptPreparer, job:
  */
 async function refuseUnfittingText(preparer: PromptPreparer, modelId: string, prompt: PromptInput, contextSize: number, field: string): Promise<void> {
   const characters =
-    prompt.kind === "chat" ? prompt.messages.reduce((sum, message) => sum + message.content.length, 0) : prompt.kind === "text" ? prompt.text.length : 0;
+    prompt.kind === "chat" ? prompt.messages.reduce((sum, message) => sum + chatCharacters(message), 0) : prompt.kind === "text" ? prompt.text.length : 0;
   if (characters === 0) return;
   const { longestTokenBytes } = await preparer.vocab(modelId);
   const leastTokens = Math.floor(characters / longestTokenBytes);
@@ -64,17 +68,30 @@ async function refuseUnfittingText(preparer: PromptPreparer, modelId: string, pr
   );
 }
 
+function chatCharacters(turn: ChatTurn): number {
+  const calls = turn.role === "assistant" ? (turn.toolCalls ?? []) : [];
+  return calls.reduce((sum, call) => sum + call.name.length + call.arguments.length, turn.content.length);
+}
+
 /**
  * The exact tokens a worker evaluates, BOS included when the model wants one: chat
  * messages and text are tokenized in a prompt thread; token ids are checked against the
  * model's vocabulary and get the same BOS a text prompt gets.
  */
-async function promptTokens(preparer: PromptPreparer, modelId: string, prompt: PromptInput): Promise<number[]> {
+async function promptTokens(
+  preparer: PromptPreparer,
+  modelId: string,
+  prompt: PromptInput,
+): Promise<{ tokens: number[]; toolCallSyntax?: ToolCallSyntax | undefined }> {
   switch (prompt.kind) {
-    case "chat":
-      return (await preparer.chat({ modelId, messages: prompt.messages })).tokens;
+    case "chat": {
+      // Tools the model may not call are still documented: the prompt, and so its cached prefix,
+      // stays the same whichever tool_choice each turn of a conversation sends.
+      const tools = prompt.tools?.functions;
+      return preparer.chat({ modelId, messages: prompt.messages, ...(tools && tools.length > 0 ? { tools } : {}) });
+    }
     case "text":
-      return (await preparer.text({ modelId, text: prompt.text })).tokens;
+      return preparer.text({ modelId, text: prompt.text });
     case "tokens": {
       const vocab = await preparer.vocab(modelId);
       prompt.tokens.forEach((id, i) => {
@@ -86,7 +103,7 @@ async function promptTokens(preparer: PromptPreparer, modelId: string, prompt: P
           );
         }
       });
-      return vocab.bos !== null && prompt.tokens[0] !== vocab.bos ? [vocab.bos, ...prompt.tokens] : [...prompt.tokens];
+      return { tokens: vocab.bos !== null && prompt.tokens[0] !== vocab.bos ? [vocab.bos, ...prompt.tokens] : [...prompt.tokens] };
     }
     default:
       return prompt satisfies never;

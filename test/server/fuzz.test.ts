@@ -181,6 +181,30 @@ const message = fc.record(
   { requiredKeys: ["role", "content"] },
 );
 
+/** Function tools: mostly valid (a small schema), sometimes with a schema the grammar cannot enforce or a bad name. */
+const tool = fc.record({
+  type: mostly(fc.constant("function"), fc.constantFrom("retrieval", "")),
+  function: fc.record(
+    {
+      name: mostly(fc.constantFrom("get_weather", "f", "lookup-2"), fc.constantFrom("", "has space", "x".repeat(65))),
+      description: text,
+      parameters: mostly(simpleSchema, jsonSchema),
+    },
+    { requiredKeys: ["name"] },
+  ),
+});
+const toolChoice = mostly(
+  fc.constantFrom("auto", "none", "required", { type: "function", function: { name: "get_weather" } }),
+  fc.oneof(text, fc.constant({ type: "function", function: { name: "nope" } }), junk),
+);
+/** A call in an assistant message, answered or not by the tool message after it. */
+const callTurns = fc
+  .record({ id: fc.constantFrom("call_1", "call_2"), arguments: mostly(fc.constantFrom('{"city": "Oslo"}', "{}", ""), text), answered: fc.boolean() })
+  .map(({ id, arguments: args, answered }) => [
+    { role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "get_weather", arguments: args } }] },
+    ...(answered ? [{ role: "tool", tool_call_id: "call_1", content: "sunny" }] : []),
+  ]);
+
 /** Fields both completion routes take, mostly valid, each optional. */
 const generationFields = {
   model: mostly(fc.constant(TINY_MODEL), text),
@@ -200,7 +224,16 @@ const generationFields = {
 const generationKeys = Object.keys(generationFields);
 
 const chatBody = fc.record(
-  { ...generationFields, messages: fc.array(message, { minLength: 1, maxLength: 3 }), max_completion_tokens: fc.integer({ min: 1, max: 2 }) },
+  {
+    ...generationFields,
+    messages: fc
+      .tuple(fc.array(message, { minLength: 1, maxLength: 3 }), mostly(fc.constant([]), callTurns))
+      .map(([messages, calls]) => [...messages, ...calls]),
+    max_completion_tokens: fc.integer({ min: 1, max: 2 }),
+    tools: fc.array(tool, { maxLength: 2 }),
+    tool_choice: toolChoice,
+    parallel_tool_calls: fc.boolean(),
+  },
   { requiredKeys: ["model", "max_tokens", "messages"] },
 );
 const prompt = fc.oneof(
@@ -241,7 +274,9 @@ const mutationTargets = fc.oneof(
       "stop.0",
       "logprobs",
       "tools",
+      "tools.0.function.parameters",
       "tool_choice",
+      "messages.0.tool_calls",
       "logit_bias",
       "functions",
       "modalities",

@@ -1,5 +1,6 @@
 // Messages between the host and the prompt-preparation thread. Types only.
 import type { ChatTurn } from "../../contract/chat.js";
+import type { ToolCallSyntax, ToolFunction } from "../../contract/tools.js";
 
 export interface PromptModel {
   id: string;
@@ -10,6 +11,8 @@ export interface ChatPromptTask {
   kind: "chat";
   modelId: string;
   messages: ChatTurn[];
+  /** Functions the model may call: documented in the prompt the way its template does it. */
+  tools?: ToolFunction[];
 }
 
 /**
@@ -53,6 +56,8 @@ export interface PreparedPrompt {
   tokens: number[];
   /** Which chat template rendered it (node-llama-cpp's wrapper name), for logs. */
   chatTemplate: string;
+  /** How the template writes a function call: present when the task had tools. */
+  toolCallSyntax?: ToolCallSyntax;
 }
 
 export interface TokenizedText {

@@ -2,7 +2,8 @@
 // compiled once per worker and shared by every slot (a grammar is read-only; each generation
 // keeps its own state).
 import type { Llama, LlamaGrammar } from "node-llama-cpp";
-import type { ResponseFormat } from "../../contract/sampling.js";
+import type { SamplingParams } from "../../contract/sampling.js";
+import { GRAMMAR_END, toolCallGbnf } from "./tool-call-grammar.js";
 
 /**
  * Compiled grammars, per Llama instance (a reloaded engine starts empty) and per response
@@ -17,19 +18,31 @@ export class GrammarRefusedError extends Error {
   override name = "GrammarRefusedError";
 }
 
-export async function grammarFor(llama: Llama, format: ResponseFormat | undefined): Promise<LlamaGrammar | undefined> {
-  if (format === undefined) return undefined;
+/** The grammar of a required tool call, else of the response format; undefined for free text. */
+export async function grammarFor(
+  llama: Llama,
+  { responseFormat: format, toolCalls }: Pick<SamplingParams, "responseFormat" | "toolCalls">,
+): Promise<LlamaGrammar | undefined> {
+  if (format === undefined && toolCalls === undefined) return undefined;
   let cache = grammarCache.get(llama);
   if (!cache) {
     cache = new Map();
     grammarCache.set(llama, cache);
   }
-  const key = format.type === "json_object" ? "json_object" : `json_schema:${JSON.stringify(format.schema)}`;
+  const key = toolCalls
+    ? `tool_calls:${JSON.stringify(toolCalls)}`
+    : format!.type === "json_object"
+      ? "json_object"
+      : `json_schema:${JSON.stringify(format!.schema)}`;
   let grammar = cache.get(key);
   if (grammar) {
     cache.delete(key);
   } else {
-    grammar = format.type === "json_object" ? llama.getGrammarFor("json") : jsonSchemaGrammar(llama, format.schema);
+    grammar = toolCalls
+      ? toolCallGrammar(llama, toolCalls)
+      : format!.type === "json_object"
+        ? llama.getGrammarFor("json")
+        : jsonSchemaGrammar(llama, format!.schema);
     const built = grammar;
     // A refused schema is not remembered.
     built.catch(() => {
@@ -47,14 +60,25 @@ export async function grammarFor(llama: Llama, format: ResponseFormat | undefine
  * Infinity); JSON Schema's integer is a whole number, so the rule keeps sign and digits only.
  */
 async function jsonSchemaGrammar(llama: Llama, schema: Record<string, unknown>): Promise<LlamaGrammar> {
+  const converted = await llama.createGrammarForJsonSchema(schema as never);
+  const grammar = wholeIntegers(converted.grammar);
+  if (grammar === converted.grammar) return converted;
+  return llama.createGrammar({ grammar, stopGenerationTriggers: converted.stopGenerationTriggers, trimWhitespaceSuffix: converted.trimWhitespaceSuffix });
+}
+
+/** The GBNF text of a JSON schema's grammar, integers whole. */
+async function jsonSchemaGbnf(llama: Llama, schema: Record<string, unknown>): Promise<string> {
   // The host checked the schema against the subset node-llama-cpp's converter understands;
   // its generic type cannot describe a schema known only at run time.
-  const converted = await llama.createGrammarForJsonSchema(schema as never);
-  const integerRule = /^integer-number-rule ::= .*$/m;
-  if (!integerRule.test(converted.grammar)) return converted;
-  return llama.createGrammar({
-    grammar: converted.grammar.replace(integerRule, 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15})'),
-    stopGenerationTriggers: converted.stopGenerationTriggers,
-    trimWhitespaceSuffix: converted.trimWhitespaceSuffix,
-  });
+  return wholeIntegers((await llama.createGrammarForJsonSchema(schema as never)).grammar);
+}
+
+function wholeIntegers(grammar: string): string {
+  return grammar.replace(/^integer-number-rule ::= .*$/m, 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15})');
+}
+
+/** A required tool call: stops, like a JSON-schema grammar, on the newlines after its end. */
+async function toolCallGrammar(llama: Llama, constraint: NonNullable<SamplingParams["toolCalls"]>): Promise<LlamaGrammar> {
+  const parameters = await Promise.all(constraint.functions.map((tool) => jsonSchemaGbnf(llama, tool.parameters)));
+  return llama.createGrammar({ grammar: toolCallGbnf(constraint, parameters), stopGenerationTriggers: [GRAMMAR_END], trimWhitespaceSuffix: true });
 }

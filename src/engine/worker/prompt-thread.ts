@@ -1,7 +1,8 @@
 // Renders chat messages with each model's own chat template and tokenizes them, in a thread
 // of its own so that long prompts never block the HTTP event loop. Models are loaded
 // vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
-import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatHistoryItem, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { availableFunctionsOf, chatHistoryOf, toolCallSyntaxOf } from "./chat-history.js";
 import { threadData } from "./thread-data.js";
 import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt, TextPromptTask, TokenizedText, VocabInfo, VocabTask } from "../wire/prompt-protocol.js";
 
@@ -62,14 +63,16 @@ async function tokenizerOf(modelId: string): Promise<Tokenizer> {
 
 async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
   const tokenizer = await tokenizerOf(task.modelId);
-  const chatHistory: ChatHistoryItem[] = task.messages.map((message) =>
-    message.role === "assistant" ? { type: "model", response: [message.content] } : { type: message.role, text: message.content },
-  );
-  // An empty model turn at the end renders the template's generation prompt ("<|im_start|>assistant\n").
-  chatHistory.push({ type: "model", response: [] });
-  const { contextText } = tokenizer.chatWrapper.generateContextState({ chatHistory });
+  const { contextText } = tokenizer.chatWrapper.generateContextState({
+    chatHistory: chatHistoryOf(task.messages, tokenizer.chatWrapper),
+    ...(task.tools ? { availableFunctions: availableFunctionsOf(task.tools) } : {}),
+  });
   const tokens = withBos(tokenizer.model, contextText.tokenize(tokenizer.model.tokenizer));
-  return { tokens, chatTemplate: tokenizer.chatWrapper.wrapperName };
+  return {
+    tokens,
+    chatTemplate: tokenizer.chatWrapper.wrapperName,
+    ...(task.tools ? { toolCallSyntax: toolCallSyntaxOf(tokenizer.chatWrapper) } : {}),
+  };
 }
 
 /**

@@ -232,7 +232,7 @@ export class SlotEngine {
     // the request before it starts, so the host can still answer it with a 400.
     let grammar: LlamaGrammar | undefined;
     try {
-      grammar = await grammarFor(this.llama, sampling.responseFormat);
+      grammar = await grammarFor(this.llama, sampling);
     } catch (error) {
       send({ type: "done" });
       port.close();

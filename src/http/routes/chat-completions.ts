@@ -1,12 +1,11 @@
 // POST /v1/chat/completions — OpenAI's chat API, streaming (SSE) and not. The helpers shared
 // with POST /v1/completions (headers, sampling, streaming, refused parameters) live here too.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { FinishReason } from "../../contract/generation.js";
 import type { ResponseFormat, SamplingParams } from "../../contract/sampling.js";
-import type { ChatTurn } from "../../contract/chat.js";
 import type { ChatStart, CompletionJob, CompletionService } from "../../serving/completion-service.js";
 import { ServingError } from "../../serving/errors.js";
 import { errorBody, toServingError } from "../error-handler.js";
+import { chatChoiceOf, chatChoiceStream, type ChoiceStream } from "../chat-choices.js";
 import { choiceCachedTokensHeader, choiceCount, choicesUsage, completeChoices } from "../choices.js";
 import { chatChunk, chatCompletion, completionId, usageChunk, type ChatCompletionHeader, type Usage } from "../openai-format.js";
 import {
@@ -16,11 +15,11 @@ import {
   UNSUPPORTED_PARAMETERS,
   UnsupportedSchemaError,
   type ChatCompletionRequest,
-  type ChatMessage,
   type CompletionRequest,
   type ResponseFormatRequest,
 } from "../schemas.js";
 import { SseStream } from "../sse.js";
+import { chatToolsOf, chatTurnsOf } from "../tools.js";
 
 export const WORKER_HEADER = "x-radixgate-worker";
 export const CACHED_TOKENS_HEADER = "x-radixgate-cached-tokens";
@@ -33,22 +32,24 @@ export function chatCompletionsRoute(app: FastifyInstance, service: CompletionSe
     refuseUnsupported(request.body as Record<string, unknown>, UNSUPPORTED_PARAMETERS);
     const n = choiceCount(body.n, maxChoices);
     const header: ChatCompletionHeader = { id: completionId("chatcmpl"), created: Math.floor(Date.now() / 1000), model: body.model };
+    const tools = chatToolsOf(body);
+    const toolNames = new Set(tools?.functions.map((tool) => tool.name));
     const job: CompletionJob = {
       ...jobBasics(request, reply, body),
-      prompt: { kind: "chat", messages: body.messages.map(toChatTurn) },
+      prompt: { kind: "chat", messages: chatTurnsOf(body.messages), ...(tools ? { tools } : {}) },
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     };
     if (!body.stream) {
       const outcomes = await completeChoices(service, job, n);
       logPlacement(request, outcomes[0]!);
+      const choices = outcomes.map((outcome) => chatChoiceOf(outcome, toolNames));
       return reply
         .headers({ ...servedHeaders(outcomes[0]!), ...choiceCachedTokensHeader(outcomes) })
-        .send(chatCompletion(header, outcomes, choicesUsage(outcomes)));
+        .send(chatCompletion(header, choices, choicesUsage(outcomes)));
     }
     await streamCompletion(service, job, n, reply, body.stream_options?.include_usage === true, {
       first: (index) => chatChunk(header, { role: "assistant", content: "" }, null, index),
-      text: (text, index) => chatChunk(header, { content: text }, null, index),
-      finish: (reason, index) => chatChunk(header, {}, reason, index),
+      choice: (index, start) => chatChoiceStream(header, index, start.toolCallSyntax, toolNames),
       usage: (tokens) => usageChunk(header, tokens),
     });
     return reply;
@@ -118,8 +119,8 @@ function responseFormatOf(format: ResponseFormatRequest | undefined): ResponseFo
 export interface StreamFormat {
   /** Sent once the worker holds the choice (chat: the assistant role). */
   first?: (index: number) => unknown;
-  text: (text: string, index: number) => unknown;
-  finish: (reason: FinishReason, index: number) => unknown;
+  /** The chunks of choice `index`, made when its worker starts it (or when it ends unstarted). */
+  choice: (index: number, start: Pick<ChatStart, "toolCallSyntax">) => ChoiceStream;
   usage: (tokens: Usage) => unknown;
 }
 
@@ -134,6 +135,10 @@ export async function streamCompletion(
   const sse = new SseStream(reply);
   try {
     // Choices stream one after another, each ending with its finish chunk.
+    const streams: ChoiceStream[] = [];
+    const sendAll = (chunks: readonly unknown[]) => {
+      for (const chunk of chunks) sse.send(chunk);
+    };
     const outcomes = await completeChoices(
       service,
       job,
@@ -146,11 +151,12 @@ export async function streamCompletion(
             logPlacement(reply.request, start);
             sse.open(servedHeaders(start));
           }
+          streams[index] = format.choice(index, start);
           if (format.first) sse.send(format.first(index));
         },
-        onText: (text) => sse.send(format.text(text, index)),
+        onText: (text) => sendAll(streams[index]!.text(text)),
       }),
-      (outcome, index) => sse.send(format.finish(outcome.finishReason, index)),
+      (outcome, index) => sendAll((streams[index] ??= format.choice(index, outcome)).finish(outcome.finishReason)),
     );
     if (includeUsage) sse.send(format.usage(choicesUsage(outcomes)));
     sse.close();
@@ -176,27 +182,6 @@ export function servedHeaders(start: Pick<ChatStart, "workerId" | "cachedTokens"
 /** The whole decision (policy, reason, matched tokens, worker, cost of each candidate), at debug level. */
 export function logPlacement(request: FastifyRequest, start: Pick<ChatStart, "workerId" | "placement">): void {
   request.log.debug({ worker: start.workerId, placement: start.placement }, "placed");
-}
-
-function toChatTurn(message: ChatMessage, index: number): ChatTurn {
-  const content = message.content == null ? "" : typeof message.content === "string" ? message.content : message.content.map((part) => part.text).join("\n");
-  switch (message.role) {
-    case "system":
-    case "developer":
-      // Chat templates know "system"; OpenAI's "developer" is the same instruction role.
-      return { role: "system", content };
-    case "user":
-    case "assistant":
-      return { role: message.role, content };
-    case "tool":
-      throw new ServingError(
-        "unsupported_parameter",
-        `messages[${index}] has role "tool", but tool calling is not supported yet. Allowed roles: system, developer, user, assistant.`,
-        `messages[${index}].role`,
-      );
-    default:
-      return message.role satisfies never;
-  }
 }
 
 export function refuseUnsupported(body: Record<string, unknown>, refused: Record<string, (value: unknown) => boolean>): void {

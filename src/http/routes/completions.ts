@@ -24,8 +24,10 @@ export function completionsRoute(app: FastifyInstance, service: CompletionServic
         .send(textCompletion(header, outcomes, choicesUsage(outcomes)));
     }
     await streamCompletion(service, job, n, reply, body.stream_options?.include_usage === true, {
-      text: (text, index) => textCompletionChunk(header, text, null, index),
-      finish: (reason, index) => textCompletionChunk(header, "", reason, index),
+      choice: (index) => ({
+        text: (text) => [textCompletionChunk(header, text, null, index)],
+        finish: (reason) => [textCompletionChunk(header, "", reason, index)],
+      }),
       usage: (tokens) => textUsageChunk(header, tokens),
     });
     return reply;
