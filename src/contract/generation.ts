@@ -3,8 +3,21 @@
 
 export type FinishReason = "stop" | "length" | "cancelled";
 
+/** One generated token's log probability, with the most likely candidates at its place. */
+export interface TokenLogprob {
+  token: string;
+  /** Natural log; -9999 stands for a probability that is 0 (as OpenAI writes it). */
+  logprob: number;
+  /** The UTF-8 bytes of `token`. */
+  bytes: number[];
+  /** The most likely candidates, most likely first: as many as the request asked for. */
+  top: { token: string; logprob: number; bytes: number[] }[];
+}
+
 export interface GenerationResult {
   text: string;
+  /** Present when the request asked for logprobs: one entry per token of `text`. */
+  logprobs?: TokenLogprob[];
   finishReason: FinishReason;
   promptTokens: number;
   /** Prompt tokens the slot's KV already held: not evaluated again for this request. */

@@ -17,6 +17,11 @@ export interface SamplingParams {
   frequencyPenalty?: number;
   /** Constrains the output with a grammar the worker builds (and caches); absent: free text. */
   responseFormat?: ResponseFormat;
+  /**
+   * Report each generated token's log probability with this many most likely candidates
+   * (0 to 20); absent: no logprobs at all (they cost a pass over the candidates per token).
+   */
+  logprobs?: number;
   /** A tool call the request requires: its grammar replaces any responseFormat's. */
   toolCalls?: ToolCallConstraint;
 }

@@ -1,7 +1,8 @@
 // OpenAI's response shapes for chat and legacy (text) completions, built from a worker's outcome.
 import { randomBytes } from "node:crypto";
-import type { FinishReason } from "../contract/generation.js";
+import type { FinishReason, TokenLogprob } from "../contract/generation.js";
 import type { ToolCall } from "../contract/tools.js";
+import { chatLogprobs, completionLogprobs } from "./logprobs.js";
 
 export interface Usage {
   prompt_tokens: number;
@@ -38,6 +39,7 @@ export interface ChatCompletionHeader {
 export interface ChoiceText {
   text: string;
   finishReason: FinishReason;
+  logprobs?: TokenLogprob[];
 }
 
 /** What each choice of a chat response generated: its text split into content and tool calls. */
@@ -45,6 +47,7 @@ export interface ChatChoice {
   content: string | null;
   toolCalls: ToolCall[];
   finishReason: FinishReason;
+  logprobs?: TokenLogprob[];
 }
 
 /** A generation that stopped after making calls ends with "tool_calls"; one cut by its token limit stays "length". */
@@ -66,7 +69,7 @@ export function chatCompletion(header: ChatCompletionHeader, choices: readonly C
     choices: choices.map((choice, index) => ({
       index,
       message: { role: "assistant" as const, content: choice.content, refusal: null, ...toolCallsField(choice.toolCalls) },
-      logprobs: null,
+      logprobs: chatLogprobs(choice.logprobs),
       finish_reason: chatFinishReason(choice.finishReason, choice.toolCalls.length),
     })),
     usage: tokens,
@@ -84,12 +87,18 @@ export interface ChatDelta {
   tool_calls?: ToolCallDelta[];
 }
 
-export function chatChunk(header: ChatCompletionHeader, delta: ChatDelta, finishReason: "stop" | "length" | "tool_calls" | null, index = 0) {
+export function chatChunk(
+  header: ChatCompletionHeader,
+  delta: ChatDelta,
+  finishReason: "stop" | "length" | "tool_calls" | null,
+  index = 0,
+  logprobs?: readonly TokenLogprob[],
+) {
   return {
     ...header,
     object: "chat.completion.chunk" as const,
     system_fingerprint: null,
-    choices: [{ index, delta, logprobs: null, finish_reason: finishReason }],
+    choices: [{ index, delta, logprobs: chatLogprobs(logprobs), finish_reason: finishReason }],
   };
 }
 
@@ -103,17 +112,36 @@ export function textCompletion(header: ChatCompletionHeader, choices: readonly C
     ...header,
     object: "text_completion" as const,
     system_fingerprint: null,
-    choices: choices.map((choice, index) => ({ index, text: choice.text, logprobs: null, finish_reason: openAIFinishReason(choice.finishReason) })),
+    choices: choices.map((choice, index) => ({
+      index,
+      text: choice.text,
+      logprobs: completionLogprobs(choice.logprobs),
+      finish_reason: openAIFinishReason(choice.finishReason),
+    })),
     usage: tokens,
   };
 }
 
-export function textCompletionChunk(header: ChatCompletionHeader, text: string, finishReason: FinishReason | null, index = 0) {
+/** `logprobs`: this chunk's entries in the legacy shape, its text starting `offset` characters into the completion. */
+export function textCompletionChunk(
+  header: ChatCompletionHeader,
+  text: string,
+  finishReason: FinishReason | null,
+  index = 0,
+  logprobs?: { entries: readonly TokenLogprob[]; offset: number },
+) {
   return {
     ...header,
     object: "text_completion" as const,
     system_fingerprint: null,
-    choices: [{ index, text, logprobs: null, finish_reason: finishReason === null ? null : openAIFinishReason(finishReason) }],
+    choices: [
+      {
+        index,
+        text,
+        logprobs: logprobs ? completionLogprobs(logprobs.entries, logprobs.offset) : null,
+        finish_reason: finishReason === null ? null : openAIFinishReason(finishReason),
+      },
+    ],
   };
 }
 

@@ -93,6 +93,8 @@ export const ChatCompletionRequestSchema = Type.Object({
   ...GenerationFields,
   messages: Type.Array(ChatMessageSchema, { minItems: 1 }),
   max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+  logprobs: Type.Optional(Nullable(Type.Boolean())),
+  top_logprobs: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 20 }))),
   tools: Type.Optional(Nullable(Type.Array(ToolSchema, { maxItems: 128 }))),
   tool_choice: Type.Optional(Nullable(ToolChoiceSchema)),
   parallel_tool_calls: Type.Optional(Nullable(Type.Boolean())),
@@ -111,6 +113,7 @@ export type ToolChoiceRequest = Static<typeof ToolChoiceSchema>;
 export const CompletionRequestSchema = Type.Object({
   ...GenerationFields,
   prompt: Type.Union([Type.String(), Type.Array(Type.Unknown())]),
+  logprobs: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 5 }))),
 });
 
 export type CompletionRequest = Static<typeof CompletionRequestSchema>;
@@ -120,8 +123,6 @@ export type CompletionRequest = Static<typeof CompletionRequestSchema>;
  * but its neutral value is refused with a 400 naming it: never silently ignored.
  */
 export const UNSUPPORTED_PARAMETERS: Record<string, (value: unknown) => boolean> = {
-  logprobs: (value) => value === true,
-  top_logprobs: () => true,
   functions: () => true,
   function_call: () => true,
   logit_bias: (value) => typeof value === "object" && Object.keys(value as object).length > 0,
@@ -135,7 +136,6 @@ export const UNSUPPORTED_COMPLETION_PARAMETERS: Record<string, (value: unknown) 
   best_of: (value) => value !== 1,
   echo: (value) => value !== false,
   suffix: (value) => value !== "",
-  logprobs: () => true,
   logit_bias: (value) => typeof value === "object" && Object.keys(value as object).length > 0,
 };
 

@@ -1,7 +1,7 @@
 // What a completion request asks for and what it gets back: the types shared by the serving
 // modules and the HTTP routes (re-exported by completion-service.ts).
 import type { ChatTurn } from "../contract/chat.js";
-import type { GenerationResult } from "../contract/generation.js";
+import type { GenerationResult, TokenLogprob } from "../contract/generation.js";
 import type { SamplingParams } from "../contract/sampling.js";
 import type { ChatTools, ToolCallSyntax } from "../contract/tools.js";
 import type { Placement } from "../scheduler/types.js";
@@ -47,7 +47,8 @@ export interface ChatStart {
 export interface ChatHooks {
   /** The worker has the request in a slot: headers can be written from here on. */
   onStarted?: (start: ChatStart) => void;
-  onText?: (text: string) => void;
+  /** `logprobs`: the entries of this text's tokens, when the request asked for them. */
+  onText?: (text: string, logprobs?: TokenLogprob[]) => void;
 }
 
 export interface ChatOutcome extends GenerationResult {

@@ -69,12 +69,12 @@ export class CompletionService {
         record.cachedTokens = start.cachedTokens;
         hooks.onStarted?.(start);
       },
-      onText: (text) => {
+      onText: (text, logprobs) => {
         const at = this.now();
         if (lastTextAt === undefined) record.ttftMs = at - startedAt;
         else this.observer.interTokenGap?.(at - lastTextAt, job.modelId);
         lastTextAt = at;
-        hooks.onText?.(text);
+        hooks.onText?.(text, logprobs);
       },
     };
     try {

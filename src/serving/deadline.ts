@@ -28,7 +28,7 @@ export async function withDeadline(
     { ...job, signal },
     {
       onStarted: (start) => live() && hooks.onStarted?.(start),
-      onText: (text) => live() && hooks.onText?.(text),
+      onText: (text, logprobs) => live() && hooks.onText?.(text, logprobs),
     },
   );
   let onDeadline!: () => void;

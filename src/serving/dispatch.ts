@@ -76,10 +76,10 @@ export class Dispatcher {
             ticket.started(event.slot);
             hooks.onStarted?.({ workerId: ticket.workerId, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
           },
-          onText: (text) => {
+          onText: (text, logprobs) => {
             ttftMs ??= now() - placedAt;
             if (job.streamed) delivered = true;
-            hooks.onText?.(text);
+            hooks.onText?.(text, logprobs);
           },
         },
       );

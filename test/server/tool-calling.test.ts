@@ -10,13 +10,17 @@ type Message = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type Tool = OpenAI.Chat.Completions.ChatCompletionTool;
 
 let server: TestServer;
+/** The same server with process workers, for the tool loop in both isolations. */
+let processServer: TestServer;
 
 beforeAll(async () => {
   server = await startTestServer({ workers: 2, slots: 2 });
+  processServer = await startTestServer({ workers: 1, slots: 2, isolation: "process" });
 });
 
 afterAll(async () => {
   await server?.close();
+  await processServer?.close();
 });
 
 const WEATHER: Tool = {
@@ -47,8 +51,8 @@ function conversation(): Message[] {
 type Completion = OpenAI.Chat.Completions.ChatCompletion;
 
 /** A streamed answer put back together: its content, its calls (by index), its finish reason. */
-async function streamed(request: OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming) {
-  const stream = await server.client.chat.completions.create(request);
+async function streamed(client: OpenAI, request: OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming) {
+  const stream = await client.chat.completions.create(request);
   let content = "";
   const calls: { id: string; name: string; arguments: string }[] = [];
   let finishReason: string | null = null;
@@ -82,9 +86,10 @@ function expectWeatherCall(name: string, args: string) {
   expect(["C", "F"]).toContain(parsed.unit);
 }
 
-describe("a tool loop: user, tool call, tool result, answer", () => {
+describe.each(["thread", "process"] as const)("a tool loop: user, tool call, tool result, answer (%s workers)", (isolation) => {
   for (const stream of [false, true]) {
     it(`${stream ? "streams" : "answers"} a required call, then answers from its result on a prompt that reuses the cached turn`, async () => {
+      const { client } = isolation === "thread" ? server : processServer;
       const messages = conversation();
       const session = `loop-${randomUUID()}`;
       const first = {
@@ -97,7 +102,7 @@ describe("a tool loop: user, tool call, tool result, answer", () => {
         seed: 5,
         user: session,
       };
-      const whole: Completion = await server.client.chat.completions.create(first);
+      const whole: Completion = await client.chat.completions.create(first);
       const choice = whole.choices[0]!;
       expect(choice.finish_reason).toBe("tool_calls");
       expect(choice.message.content).toBeNull();
@@ -108,7 +113,7 @@ describe("a tool loop: user, tool call, tool result, answer", () => {
       expectWeatherCall(call.function.name, call.function.arguments);
       if (stream) {
         // The same seeded request streamed: the same call, in OpenAI's delta chunks.
-        const again = await streamed({ ...first, stream: true, stream_options: { include_usage: true } });
+        const again = await streamed(client, { ...first, stream: true, stream_options: { include_usage: true } });
         expect(again.finishReason).toBe("tool_calls");
         expect(again.content).toBe("");
         expect(again.calls.map(({ name, arguments: args }) => ({ name, args }))).toEqual([{ name: call.function.name, args: call.function.arguments }]);
@@ -120,8 +125,8 @@ describe("a tool loop: user, tool call, tool result, answer", () => {
       ];
       const second = { model: TINY_MODEL, messages: followUp, tools: [WEATHER], max_tokens: 8, seed: 5, user: session };
       const answer = stream
-        ? await streamed({ ...second, stream: true, stream_options: { include_usage: true } })
-        : await server.client.chat.completions.create(second).then((data) => ({
+        ? await streamed(client, { ...second, stream: true, stream_options: { include_usage: true } })
+        : await client.chat.completions.create(second).then((data) => ({
             content: data.choices[0]!.message.content ?? "",
             calls: data.choices[0]!.message.tool_calls ?? [],
             finishReason: data.choices[0]!.finish_reason,

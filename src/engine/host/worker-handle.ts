@@ -15,7 +15,7 @@ import type {
   WorkerTask,
   GenerateTask,
 } from "../wire/protocol.js";
-import type { FinishReason, GenerationResult } from "../../contract/generation.js";
+import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./runners.js";
 import { rememberBindingTests } from "./tested-bindings.js";
@@ -31,7 +31,7 @@ export interface WorkerHandleOptions {
 export interface GenerateHooks {
   /** The worker took a slot for the request; cachedTokens is known from here on. */
   onStarted?: (event: Extract<GenerationEvent, { type: "started" }>) => void;
-  onText?: (text: string) => void;
+  onText?: (text: string, logprobs?: TokenLogprob[]) => void;
   /** Aborting cancels the generation by message; the promise then resolves with finishReason "cancelled". */
   signal?: AbortSignal;
 }
@@ -101,7 +101,7 @@ export class WorkerHandle {
     const task: Omit<GenerateTask, "port"> = { kind: "generate", generationId, requestId, tokens: [...tokens], sampling };
     const channel = this.runner.generate(task, (event: GenerationEvent) => {
       if (event.type === "started") hooks.onStarted?.(event);
-      else if (event.type === "text") hooks.onText?.(event.text);
+      else if (event.type === "text") hooks.onText?.(event.text, event.logprobs);
       else markDone();
     });
     const cancel = () => channel.control({ type: "cancel" } satisfies GenerationControl);

@@ -6,6 +6,7 @@
 // on that port: killing a thread or aborting a piscina task mid-generation aborts the whole
 // process (measured on node-llama-cpp 3.21.1), so a message is the only safe way to stop.
 
+import type { TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { LocalSchedulerSettings } from "../../scheduler/local-scheduler-settings.js";
 import type { BindingTests } from "./binding-tests.js";
@@ -230,7 +231,8 @@ export interface LoadResult {
 /** Worker -> host, on the generation's port. */
 export type GenerationEvent =
   | { type: "started"; slot: number; cachedTokens: number; queueMs: number; restoredTokens: number }
-  | { type: "text"; text: string }
+  /** `logprobs`: the entries of the tokens this text came from, when the request asked for them. */
+  | { type: "text"; text: string; logprobs?: TokenLogprob[] }
   /** Last event of every generation: everything before it has been delivered. */
   | { type: "done" };
 

@@ -35,10 +35,11 @@ import {
   type WorkerInit,
   type WorkerStats,
 } from "../wire/protocol.js";
-import type { FinishReason, GenerationResult } from "../../contract/generation.js";
+import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { BatchGate } from "./batch-gate.js";
 import { GrammarRefusedError, grammarFor } from "./grammars.js";
+import { LogprobRecorder } from "./logprobs.js";
 import { bindingTestsHere } from "./binding-tests.js";
 import { modelFingerprint } from "./model-fingerprint.js";
 import { profileSequence } from "./profile.js";
@@ -257,10 +258,14 @@ export class SlotEngine {
       let completionTokens = 0;
       const stops = new StopSequenceFilter(sampling.stop);
       const sent: string[] = [];
+      const logprobs = sampling.logprobs !== undefined ? new LogprobRecorder(this.model, sampling.logprobs) : undefined;
+      const sentLogprobs: TokenLogprob[] = [];
       const emit = (text: string) => {
         if (text.length === 0) return;
         sent.push(text);
-        send({ type: "text", text });
+        const entries = logprobs?.take();
+        if (entries) sentLogprobs.push(...entries);
+        send(entries ? { type: "text", text, logprobs: entries } : { type: "text", text });
       };
       this.gate.begin(slot);
       let stopReason: string;
@@ -286,7 +291,9 @@ export class SlotEngine {
           onToken: (generated) => {
             firstTokenAt ??= performance.now();
             completionTokens += generated.length;
+            logprobs?.onReleased(generated);
           },
+          ...(logprobs ? { onTokenProbabilities: (token: Token, probabilities: Map<Token, number>) => logprobs.onSampled(token, probabilities) } : {}),
           onTextChunk: (text) => {
             emit(stops.push(text));
             if (stops.stopped) abort.abort();
@@ -299,6 +306,7 @@ export class SlotEngine {
       const finishedAt = performance.now();
       return {
         text: sent.join(""),
+        ...(logprobs ? { logprobs: sentLogprobs } : {}),
         finishReason: stops.stopped ? "stop" : finishReason(stopReason),
         promptTokens: tokens.length,
         cachedTokens,

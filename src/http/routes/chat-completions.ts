@@ -18,6 +18,7 @@ import {
   type CompletionRequest,
   type ResponseFormatRequest,
 } from "../schemas.js";
+import { chatLogprobsOf } from "../logprobs.js";
 import { SseStream } from "../sse.js";
 import { chatToolsOf, chatTurnsOf } from "../tools.js";
 
@@ -35,7 +36,7 @@ export function chatCompletionsRoute(app: FastifyInstance, service: CompletionSe
     const tools = chatToolsOf(body);
     const toolNames = new Set(tools?.functions.map((tool) => tool.name));
     const job: CompletionJob = {
-      ...jobBasics(request, reply, body),
+      ...jobBasics(request, reply, body, chatLogprobsOf(body.logprobs, body.top_logprobs)),
       prompt: { kind: "chat", messages: chatTurnsOf(body.messages), ...(tools ? { tools } : {}) },
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     };
@@ -63,7 +64,13 @@ type SharedRequest = Pick<
 >;
 
 /** Everything of a job but the prompt and the token limit: sampling, pinning, session, cancellation. */
-export function jobBasics(request: FastifyRequest, reply: FastifyReply, body: SharedRequest): Omit<CompletionJob, "prompt" | "maxTokens"> {
+export function jobBasics(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  body: SharedRequest,
+  /** Candidates per token to report with its log probability; undefined: no logprobs. */
+  logprobs: number | undefined,
+): Omit<CompletionJob, "prompt" | "maxTokens"> {
   const responseFormat = responseFormatOf(body.response_format ?? undefined);
   const sampling: Omit<SamplingParams, "maxTokens"> = {
     temperature: body.temperature ?? 1,
@@ -73,6 +80,7 @@ export function jobBasics(request: FastifyRequest, reply: FastifyReply, body: Sh
     presencePenalty: body.presence_penalty ?? undefined,
     frequencyPenalty: body.frequency_penalty ?? undefined,
     ...(responseFormat ? { responseFormat } : {}),
+    ...(logprobs !== undefined ? { logprobs } : {}),
   };
   return {
     requestId: request.id,
@@ -154,7 +162,7 @@ export async function streamCompletion(
           streams[index] = format.choice(index, start);
           if (format.first) sse.send(format.first(index));
         },
-        onText: (text) => sendAll(streams[index]!.text(text)),
+        onText: (text, logprobs) => sendAll(streams[index]!.text(text, logprobs)),
       }),
       (outcome, index) => sendAll((streams[index] ??= format.choice(index, outcome)).finish(outcome.finishReason)),
     );

@@ -15,7 +15,7 @@ export function completionsRoute(app: FastifyInstance, service: CompletionServic
     const n = choiceCount(body.n, maxChoices);
     const prompt = promptOf(body.prompt);
     const header: ChatCompletionHeader = { id: completionId("cmpl"), created: Math.floor(Date.now() / 1000), model: body.model };
-    const job = { ...jobBasics(request, reply, body), prompt, maxTokens: body.max_tokens ?? undefined };
+    const job = { ...jobBasics(request, reply, body, body.logprobs ?? undefined), prompt, maxTokens: body.max_tokens ?? undefined };
     if (!body.stream) {
       const outcomes = await completeChoices(service, job, n);
       logPlacement(request, outcomes[0]!);
@@ -24,10 +24,17 @@ export function completionsRoute(app: FastifyInstance, service: CompletionServic
         .send(textCompletion(header, outcomes, choicesUsage(outcomes)));
     }
     await streamCompletion(service, job, n, reply, body.stream_options?.include_usage === true, {
-      choice: (index) => ({
-        text: (text) => [textCompletionChunk(header, text, null, index)],
-        finish: (reason) => [textCompletionChunk(header, "", reason, index)],
-      }),
+      choice: (index) => {
+        let offset = 0;
+        return {
+          text: (text, logprobs) => {
+            const chunk = textCompletionChunk(header, text, null, index, logprobs && { entries: logprobs, offset });
+            offset += text.length;
+            return [chunk];
+          },
+          finish: (reason) => [textCompletionChunk(header, "", reason, index)],
+        };
+      },
       usage: (tokens) => textUsageChunk(header, tokens),
     });
     return reply;
