@@ -63,13 +63,17 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     throw error;
   }
   fleet.setHooks({
+    // Either way the places of the model's workers changed (a dead worker's are lent to the
+    // live ones): requests waiting at the host for a place may fit now.
     onWorkerDown: (workerId, reason) => {
       scheduler.setAlive(workerId, false);
       app.log.error({ worker: workerId, reason }, "worker died; restarting it");
+      service.placesChanged(fleet.get(workerId)!.modelId);
     },
     onWorkerUp: (workerId) => {
       scheduler.setAlive(workerId, true);
       app.log.info({ worker: workerId }, "worker restarted");
+      service.placesChanged(fleet.get(workerId)!.modelId);
     },
   });
   const metrics = new Metrics(fleet, scheduler);
@@ -84,7 +88,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     preparer,
     scheduler,
     observer,
-    limits: { ...config.generation, maxConcurrentRequests: config.server.maxConcurrentRequests },
+    limits: { ...config.generation, maxConcurrentRequests: config.server.maxConcurrentRequests, maxQueueWaitMs: config.scheduler.maxQueueWaitMs },
   });
   const apiKeys = { keys: config.server.apiKeys };
   const app = buildApp({

@@ -22,7 +22,13 @@ export const GlobalSchedulerSettingsSchema = Type.Object(
       minimum: 0,
       default: 64,
       description:
-        "Requests a worker may hold waiting beyond its slots; while a worker is down, the live workers of its model share its places. When every worker of a model is full, new requests get 429.",
+        "Requests a worker may hold waiting beyond its slots; while a worker is down, the live workers of its model share its places. When every worker of a model is full, new requests wait at the host (scheduler.maxQueueWaitMs).",
+    }),
+    maxQueueWaitMs: Type.Integer({
+      minimum: 0,
+      default: 30_000,
+      description:
+        "How long a request may wait at the host for a place when every worker of its model is full, placed first come first served as places free; then 429. 0 = 429 at once.",
     }),
   },
   SETTINGS_OBJECT,

@@ -37,6 +37,33 @@ export class Admission {
 
 /** Places the request, on the pinned worker when one is named, or says why it cannot be placed now. */
 export function placeOrRefuse(scheduler: GlobalScheduler, fleet: Fleet, request: PlacementRequest, pinnedWorkerId: string | undefined): PlacementTicket {
+  const ticket = placeUnlessFull(scheduler, fleet, request, pinnedWorkerId);
+  if (!ticket) throw queueFull(fleet, request.modelId, pinnedWorkerId);
+  return ticket;
+}
+
+/** The 429 of a request that found every worker full (and, unpinned, waited its longest for a place). */
+export function queueFull(fleet: Fleet, modelId: string, pinnedWorkerId: string | undefined, waitedMs = 0): ServingError {
+  const who = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} (named by x-radixgate-worker)` : `Every worker of model "${modelId}"`;
+  const waited = waitedMs > 0 ? ` and no place freed within ${waitedMs} ms (scheduler.maxQueueWaitMs)` : "";
+  // While a worker restarts, capacity comes back when it does: say when (a client retrying
+  // after 1 s would meet the same full queues again).
+  const backInS = pinnedWorkerId === undefined ? Math.ceil(fleet.expectedBackInMs(modelId) / 1000) : 0;
+  const retryAfter = Math.min(MAX_RETRY_AFTER_S, Math.max(1, backInS));
+  const when = backInS > 0 ? `a worker of the model is restarting, expected back in about ${backInS} s; retry then` : "retry after a moment";
+  return new ServingError("queue_full", `${who} has a full queue (scheduler.maxQueuePerWorker)${waited}; ${when}.`, null, retryAfter);
+}
+
+/**
+ * Places the request, or undefined when every worker it may go to has a full queue (a place
+ * may free soon); any other reason it cannot be placed is thrown.
+ */
+export function placeUnlessFull(
+  scheduler: GlobalScheduler,
+  fleet: Fleet,
+  request: PlacementRequest,
+  pinnedWorkerId: string | undefined,
+): PlacementTicket | undefined {
   if (pinnedWorkerId !== undefined) {
     const worker = fleet.get(pinnedWorkerId);
     if (!worker || worker.modelId !== request.modelId) {
@@ -48,15 +75,7 @@ export function placeOrRefuse(scheduler: GlobalScheduler, fleet: Fleet, request:
     }
   }
   const ticket = scheduler.place(request, pinnedWorkerId);
-  if (!ticket && scheduler.allQueuesFull(request.modelId, pinnedWorkerId)) {
-    const who = pinnedWorkerId !== undefined ? `Worker ${pinnedWorkerId} (named by x-radixgate-worker)` : `Every worker of model "${request.modelId}"`;
-    // While a worker restarts, capacity comes back when it does: say when (a client retrying
-    // after 1 s would meet the same full queues again).
-    const backInS = pinnedWorkerId === undefined ? Math.ceil(fleet.expectedBackInMs(request.modelId) / 1000) : 0;
-    const retryAfter = Math.min(MAX_RETRY_AFTER_S, Math.max(1, backInS));
-    const when = backInS > 0 ? `a worker of the model is restarting, expected back in about ${backInS} s; retry then` : "retry after a moment";
-    throw new ServingError("queue_full", `${who} has a full queue (scheduler.maxQueuePerWorker); ${when}.`, null, retryAfter);
-  }
+  if (!ticket && scheduler.allQueuesFull(request.modelId, pinnedWorkerId)) return undefined;
   if (!ticket) {
     const reason =
       pinnedWorkerId !== undefined

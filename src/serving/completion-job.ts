@@ -62,4 +62,6 @@ export interface ServiceLimits {
   /** 0 = no deadline. */
   requestTimeoutMs: number;
   maxConcurrentRequests: number;
+  /** How long a request may wait at the host for a place when every worker is full (0 = 429 at once). */
+  maxQueueWaitMs: number;
 }

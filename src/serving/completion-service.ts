@@ -12,6 +12,7 @@ import { Dispatcher } from "./dispatch.js";
 import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
 import { NO_TOKENS, type RequestRecord, type ServingObserver } from "./observer.js";
+import { PlacementQueue } from "./placement-queue.js";
 import { preparePrompt } from "./prompt-input.js";
 import { toolSampling } from "./tool-calls.js";
 
@@ -32,13 +33,31 @@ export class CompletionService {
   private readonly now: () => number;
   private readonly admission: Admission;
   private readonly dispatcher: Dispatcher;
+  private readonly queue = new PlacementQueue();
 
   constructor(deps: ServiceDeps) {
     this.deps = deps;
     this.observer = deps.observer ?? {};
     this.now = deps.now ?? (() => performance.now());
     this.admission = new Admission(deps.limits);
-    this.dispatcher = new Dispatcher({ fleet: deps.fleet, scheduler: deps.scheduler, observer: this.observer, now: this.now });
+    this.dispatcher = new Dispatcher({
+      fleet: deps.fleet,
+      scheduler: deps.scheduler,
+      observer: this.observer,
+      now: this.now,
+      queue: this.queue,
+      maxQueueWaitMs: deps.limits.maxQueueWaitMs,
+    });
+  }
+
+  /** A worker of the model came back or went down (its places are lent to the others): waiting requests may fit now. */
+  placesChanged(modelId: string): void {
+    this.queue.wake(modelId);
+  }
+
+  /** Requests waiting at the host for a place, per model. */
+  waitingFor(modelId: string): number {
+    return this.queue.waitingFor(modelId);
   }
 
   /** Requests placed again after their worker died before starting them. */

@@ -43,6 +43,10 @@ export async function withDeadline(
     }
     if (deadline.aborted && outcome.finishReason === "cancelled") throw exceeded();
     return outcome;
+  } catch (error) {
+    // A request the deadline stopped before any worker had it (waiting for a place) says so.
+    if (deadline.aborted) throw exceeded();
+    throw error;
   } finally {
     deadline.removeEventListener("abort", onDeadline);
   }

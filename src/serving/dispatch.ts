@@ -4,12 +4,14 @@
 import type { GenerationResult } from "../contract/generation.js";
 import { WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
+import type { PlacementTicket } from "../scheduler/ticket.js";
 import type { CopyAction } from "../scheduler/types.js";
-import { placeOrRefuse } from "./admission.js";
+import { placeOrRefuse, placeUnlessFull, queueFull } from "./admission.js";
 import type { ChatHooks, ChatOutcome, CompletionJob } from "./completion-job.js";
 import type { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
 import type { ServingObserver } from "./observer.js";
+import type { PlacementQueue } from "./placement-queue.js";
 import type { PreparedPrompt } from "./prompt-input.js";
 import { clientErrorOf } from "./worker-failure.js";
 
@@ -21,6 +23,10 @@ export interface DispatchDeps {
   scheduler: GlobalScheduler;
   observer: ServingObserver;
   now: () => number;
+  /** Where requests wait for a place when every worker is full. */
+  queue: PlacementQueue;
+  /** How long they may wait (scheduler.maxQueueWaitMs; 0 = refused at once). */
+  maxQueueWaitMs: number;
 }
 
 export class Dispatcher {
@@ -50,9 +56,23 @@ export class Dispatcher {
     }
   }
 
+  /**
+   * A ticket for the request: at once, or after waiting its turn for a place. A request
+   * pinned to one worker does not wait: it would hold up the line for places elsewhere.
+   */
+  private place(job: CompletionJob, request: PreparedPrompt["request"]): Promise<PlacementTicket> {
+    const { fleet, scheduler, queue, maxQueueWaitMs } = this.deps;
+    if (job.pinnedWorkerId !== undefined) return Promise.resolve(placeOrRefuse(scheduler, fleet, request, job.pinnedWorkerId));
+    return queue.place(request.modelId, () => placeUnlessFull(scheduler, fleet, request, undefined), {
+      maxWaitMs: maxQueueWaitMs,
+      ...(job.signal ? { signal: job.signal } : {}),
+      refuse: () => queueFull(fleet, request.modelId, undefined, maxQueueWaitMs),
+    });
+  }
+
   private async runOnce(job: CompletionJob, { tokens, maxTokens, request }: PreparedPrompt, hooks: ChatHooks): Promise<ChatOutcome> {
     const { fleet, scheduler, observer, now } = this.deps;
-    const ticket = placeOrRefuse(scheduler, fleet, request, job.pinnedWorkerId);
+    const ticket = await this.place(job, request);
     observer.placed?.(ticket.placement, scheduler.policy.name);
     const worker = fleet.get(ticket.workerId)!;
     const placedAt = now();
@@ -102,6 +122,8 @@ export class Dispatcher {
         heldPromptTokens: result?.heldPromptTokens ?? cachedTokens,
         ...(result ? { prefillMs: result.prefillMs, decodeMsPerToken: decodeMsPerToken(result) } : {}),
       });
+      // Its place is free: a request waiting for one takes it.
+      this.deps.queue.wake(request.modelId);
     }
   }
 

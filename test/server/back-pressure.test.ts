@@ -13,7 +13,8 @@ beforeAll(async () => {
   const config = parseConfig({
     server: { port: 0, logLevel: "warn", bodyLimitBytes: 64 * 1024, maxConcurrentRequests: 1000 },
     models: [{ id: TINY_MODEL, source: "preset:tiny", workers: 1, slots: 1, contextSize: 2048 }],
-    scheduler: { policy: "preble", maxQueuePerWorker: 2 },
+    // Refused at once: waiting at the host for a place is tested in late-binding.test.ts.
+    scheduler: { policy: "preble", maxQueuePerWorker: 2, maxQueueWaitMs: 0 },
   });
   radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() });
   base = await radixgate.listen();
@@ -100,7 +101,7 @@ describe("back-pressure while a worker restarts", () => {
     const config = parseConfig({
       server: { port: 0, logLevel: "silent" },
       models: [{ id: TINY_MODEL, source: "preset:tiny", workers: 2, slots: 1, contextSize: 2048, isolation: "thread" }],
-      scheduler: { policy: "roundrobin", maxQueuePerWorker: 1 },
+      scheduler: { policy: "roundrobin", maxQueuePerWorker: 1, maxQueueWaitMs: 0 },
     });
     server = await createRadixgate({ config, path: "test", dir: process.cwd() });
     url = `${await server.listen()}/v1/chat/completions`;

@@ -47,7 +47,12 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
     workerIds: () => workers.map((_, i) => `w${i}`),
   } as unknown as Fleet;
   const preparer = { vocab: async () => ({ size: 1000, bos: null, longestTokenBytes: 8 }) } as unknown as PromptPreparer;
-  const completions = new CompletionService({ fleet, preparer, scheduler, limits: { defaultMaxTokens: 8, requestTimeoutMs: 0, maxConcurrentRequests: 10 } });
+  const completions = new CompletionService({
+    fleet,
+    preparer,
+    scheduler,
+    limits: { defaultMaxTokens: 8, requestTimeoutMs: 0, maxConcurrentRequests: 10, maxQueueWaitMs: 0 },
+  });
   const run = (hooks: ChatHooks = {}, sampling: SamplingParams["responseFormat"] = undefined) =>
     completions.complete(
       {

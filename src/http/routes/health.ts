@@ -23,6 +23,8 @@ export function healthRoute(
       local: fleetStatus.local,
       config_error: configError() ?? null,
       failovers: service.failovers,
+      // Requests waiting at the host for a place (every worker of their model full), per model.
+      waiting: Object.fromEntries([...new Set(workers.map((worker) => worker.modelId))].map((model) => [model, service.waitingFor(model)])),
       workers: workers.map((worker) => ({
         id: worker.id,
         model: worker.modelId,
