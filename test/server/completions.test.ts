@@ -193,12 +193,12 @@ describe("POST /v1/completions refuses what it cannot do, naming the field", () 
     { name: "suffix", body: { prompt: "x", suffix: "end" }, status: 400, code: "unsupported_parameter", param: "suffix", says: /`suffix` is not supported/ },
     { name: "best_of", body: { prompt: "x", best_of: 3 }, status: 400, code: "unsupported_parameter", param: "best_of", says: /`best_of` is not supported/ },
     {
-      name: "logprobs",
-      body: { prompt: "x", logprobs: 2 },
+      name: "logprobs above OpenAI's 5",
+      body: { prompt: "x", logprobs: 6 },
       status: 400,
-      code: "unsupported_parameter",
+      code: "invalid_request",
       param: "logprobs",
-      says: /`logprobs` is not supported/,
+      says: /must be <= 5/,
     },
     { name: "n above generation.maxChoices", body: { prompt: "x", n: 20 }, status: 400, code: "invalid_request", param: "n", says: /at most 8 choices/ },
     {
