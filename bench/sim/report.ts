@@ -1,6 +1,7 @@
 // The simulator's report: sim.json (everything), sim.md (tables, the headline ratios, the
 // charts) and one hand-written SVG per workload and fleet (mean TTFT and mean end-to-end
 // latency vs load, one line per policy, log scale).
+import { type CapacityEntry, capacitySection, type LatencyEntry } from "./capacity-run.js";
 import { gpuCard, GPU_NAMES, kvTokensOf } from "./hardware.js";
 import type { WorkerSpec } from "./simulator.js";
 import type { ArmSummary } from "./metrics.js";
@@ -35,6 +36,9 @@ export interface SimReport {
   workloads: Record<string, { describe: string; requests: number; kind: string }>;
   arms: ArmRecord[];
   headline: Headline[];
+  /** With --capacity: each policy's capacity at the SLO, and latency at fractions of roundrobin's. */
+  capacity?: CapacityEntry[];
+  latency?: LatencyEntry[];
   totalSeconds: number;
 }
 
@@ -178,6 +182,8 @@ export function markdown(report: SimReport): string {
   lines.push("", "## Workloads", "");
   for (const [name, w] of Object.entries(report.workloads))
     lines.push(`- **${name}** (${w.requests} requests built${w.kind === "burst" ? ", cut per load" : ""}): ${w.describe}.`);
+  // With --capacity, capacity at the SLO is the headline; the tables below are of its latency arms.
+  if (report.capacity && report.latency) lines.push("", ...capacitySection(report.capacity, report.latency));
 
   const heads = report.headline.filter((h) => h.workload === "toolbench-zipf" || h.workload === "mooncake");
   if (heads.length > 0) {

@@ -29,6 +29,7 @@ import { fileURLToPath } from "node:url";
 import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
 import { terminalProgress } from "../../src/cli/progress.js";
 import { cpuSpec, DEFAULT_GPU, GPU_NAMES, gpuSpec, readTimeModelFile } from "./hardware.js";
+import { type CapacityReport, capacityAtSlo } from "./capacity-run.js";
 import { summarize } from "./metrics.js";
 import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
 import { simulate, type WorkerSpec } from "./simulator.js";
@@ -50,9 +51,13 @@ interface Args {
   capacityTokens: number | undefined;
   out: string;
   perRequest: boolean;
+  /** Capacity at the SLO instead of the load grid (bench/sim/capacity.ts). */
+  capacity: boolean;
+  /** File stem of the results: DIR/<name>.json, .md. */
+  name: string;
 }
 
-const USAGE = `usage: npx tsx bench/sim/run.ts [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
+const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity] [--name sim] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
 
 function parseArgs(argv: readonly string[]): Args {
   const known = new Set([
@@ -70,12 +75,15 @@ function parseArgs(argv: readonly string[]): Args {
     "--spill-bytes",
     "--capacity-tokens",
     "--out",
+    "--name",
   ]);
   const values = new Map<string, string>();
   let perRequest = false;
+  let capacity = false;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     if (flag === "--per-request") perRequest = true;
+    else if (flag === "--capacity") capacity = true;
     else if (flag === "--help" || flag === "-h") {
       console.log(USAGE);
       process.exit(0);
@@ -127,7 +135,14 @@ function parseArgs(argv: readonly string[]): Args {
     capacityTokens: optionalInt("--capacity-tokens"),
     out: values.get("--out") ?? fileURLToPath(new URL("../results/", import.meta.url)),
     perRequest,
+    capacity,
+    name: stemOf(values.get("--name") ?? "sim"),
   };
+}
+
+function stemOf(name: string): string {
+  if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`--name needs a file stem of lowercase letters, digits and dashes, got ${name}`);
+  return name;
 }
 
 /** The card with the command line's overrides (hardware.ts refuses those that do not apply, or do not fit). */
@@ -146,68 +161,93 @@ function commandLine(): string {
 
 const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
+/** One simulated fleet: a workload's sample on `workers` cards of one kind. */
+export interface Fleet {
+  name: WorkloadName;
+  gpu: string;
+  spec: WorkerSpec;
+  workers: number;
+  size: number;
+  sample: WorkloadSample;
+}
+
+/** Simulates one arm (a policy on a fleet at a load) and logs its line. */
+async function runArm(fleet: Fleet, load: number, policy: string, args: Args, log: (line: string) => void): Promise<ArmRecord> {
+  const loaded = atLoad(fleet.sample, load, fleet.spec, fleet.workers, fleet.size);
+  const label = `${fleet.name} ${fleet.workers}x${fleet.gpu} load ${fmt(load, 3)} ${policy}`;
+  const armStarted = performance.now();
+  const result = await simulate({
+    policy,
+    workers: fleet.workers,
+    spec: fleet.spec,
+    requests: loaded.requests,
+    progressEvery: Math.max(100, Math.ceil(loaded.requests.length / 4)),
+    // Within an arm, only when it runs long.
+    onProgress: (completed, all, simulatedMs) => {
+      if (performance.now() - armStarted > 5000) log(`  ${label}: ${completed}/${all} done, ${fmt(simulatedMs / 1000)} s simulated`);
+    },
+  });
+  const summary = summarize(result);
+  const wallS = (performance.now() - armStarted) / 1000;
+  log(
+    `${label}: n=${summary.n}${summary.refused ? ` (+${summary.refused} refused)` : ""}, TTFT mean ${fmt(summary.ttftMs.mean)} ms p99 ${fmt(summary.ttftMs.p99)} ms, ` +
+      `E2E mean ${fmt(summary.e2eMs.mean)} ms p99 ${fmt(summary.e2eMs.p99)} ms, cached ${(summary.cached.meanFraction * 100).toFixed(0)}%, ${fmt(wallS, 1)} s`,
+  );
+  return {
+    workload: fleet.name,
+    gpu: fleet.gpu,
+    workers: fleet.workers,
+    load,
+    ratePerS: loaded.ratePerS,
+    r0PerS: loaded.r0PerS,
+    timeScale: loaded.timeScale,
+    policy,
+    summary,
+    wallS,
+    ...(args.perRequest ? { cachedFractions: result.records.map((record) => Math.round(record.cachedFraction * 1000) / 1000) } : {}),
+  };
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const started = performance.now();
   const cpus = os.cpus();
   const machine = `${cpus[0]?.model ?? "unknown CPU"} x ${cpus.length}`;
   const maxLoad = Math.max(...args.loads);
-  const total = args.workloads.length * args.gpus.length * args.workers.length * args.loads.length * args.policies.length;
-  process.stderr.write(`sim: ${machine}, Node ${process.version}, seed ${args.seed}, salt ${args.salt}; ${total} arms\n`);
-  const arms: ArmRecord[] = [];
   // Every card first, so that an override that does not fit stops the run before any arm.
   const hardware: Record<string, WorkerSpec> = Object.fromEntries(args.gpus.map((gpu) => [gpu, specOf(gpu, args)]));
   const workloadInfo: SimReport["workloads"] = {};
-  let done = 0;
-  // A bar over the arms on a terminal; the per-arm lines print above it (or alone into a pipe).
-  const progress = terminalProgress("sim", "arms");
-  progress.update(0, total);
+  const fleets: Fleet[] = [];
   for (const name of args.workloads) {
     for (const gpu of args.gpus) {
-      const spec = hardware[gpu]!;
       for (const workers of args.workers) {
         const size = args.requests ?? DEFAULT_SIZES[name];
         const sample: WorkloadSample = buildWorkload(name, { seed: args.seed, salt: args.salt, size, workers, maxLoad });
         workloadInfo[name] = { describe: sample.describe, requests: sample.requests.length, kind: sample.kind };
-        for (const load of args.loads) {
-          const loaded = atLoad(sample, load, spec, workers, size);
-          for (const policy of args.policies) {
-            const label = `${name} ${workers}x${gpu} load ${load} ${policy}`;
-            const armStarted = performance.now();
-            const result = await simulate({
-              policy,
-              workers,
-              spec,
-              requests: loaded.requests,
-              progressEvery: Math.max(100, Math.ceil(loaded.requests.length / 4)),
-              // Within an arm, only when it runs long.
-              onProgress: (completed, all, simulatedMs) => {
-                if (performance.now() - armStarted > 5000)
-                  progress.log(`  [${done + 1}/${total}] ${label}: ${completed}/${all} done, ${fmt(simulatedMs / 1000)} s simulated`);
-              },
-            });
-            const summary = summarize(result);
-            const wallS = (performance.now() - armStarted) / 1000;
-            arms.push({
-              workload: name,
-              gpu,
-              workers,
-              load,
-              ratePerS: loaded.ratePerS,
-              r0PerS: loaded.r0PerS,
-              timeScale: loaded.timeScale,
-              policy,
-              summary,
-              wallS,
-              ...(args.perRequest ? { cachedFractions: result.records.map((record) => Math.round(record.cachedFraction * 1000) / 1000) } : {}),
-            });
-            done++;
-            progress.log(
-              `[${done}/${total}] ${label}: n=${summary.n}${summary.refused ? ` (+${summary.refused} refused)` : ""}, TTFT mean ${fmt(summary.ttftMs.mean)} ms p99 ${fmt(summary.ttftMs.p99)} ms, ` +
-                `E2E mean ${fmt(summary.e2eMs.mean)} ms p99 ${fmt(summary.e2eMs.p99)} ms, cached ${(summary.cached.meanFraction * 100).toFixed(0)}%, ${fmt(wallS, 1)} s`,
-            );
-            progress.update(done, total);
-          }
+        fleets.push({ name, gpu, spec: hardware[gpu]!, workers, size, sample });
+      }
+    }
+  }
+  const unit = args.capacity ? "capacities" : "arms";
+  const total = fleets.length * args.policies.length * (args.capacity ? 1 : args.loads.length);
+  process.stderr.write(`sim: ${machine}, Node ${process.version}, seed ${args.seed}, salt ${args.salt}; ${total} ${unit}\n`);
+  // A bar on a terminal; the per-arm lines print above it (or alone into a pipe).
+  const progress = terminalProgress("sim", unit);
+  progress.update(0, total);
+  let done = 0;
+  const log = (line: string) => progress.log(`[${done + 1}/${total}] ${line}`);
+  const step = () => progress.update(++done, total);
+  const arms: ArmRecord[] = [];
+  let capacity: CapacityReport | undefined;
+  if (args.capacity) {
+    capacity = await capacityAtSlo(fleets, args.policies, (fleet, load, policy) => runArm(fleet, load, policy, args, log), step);
+    arms.push(...capacity.arms);
+  } else {
+    for (const fleet of fleets) {
+      for (const load of args.loads) {
+        for (const policy of args.policies) {
+          arms.push(await runArm(fleet, load, policy, args, log));
+          step();
         }
       }
     }
@@ -235,18 +275,19 @@ async function main(): Promise<void> {
     workloads: workloadInfo,
     arms,
     headline: headlines(arms),
+    ...(capacity ? { capacity: capacity.capacity, latency: capacity.latency } : {}),
     totalSeconds: (performance.now() - started) / 1000,
   };
   mkdirSync(args.out, { recursive: true });
-  writeFileSync(join(args.out, "sim.json"), `${JSON.stringify(report, (_key, value: unknown) => (value === Infinity ? "Infinity" : value), 2)}\n`);
-  writeFileSync(join(args.out, "sim.md"), markdown(report));
-  const fleets = new Map<string, ArmRecord[]>();
+  writeFileSync(join(args.out, `${args.name}.json`), `${JSON.stringify(report, (_key, value: unknown) => (value === Infinity ? "Infinity" : value), 2)}\n`);
+  writeFileSync(join(args.out, `${args.name}.md`), markdown(report));
+  const charts = new Map<string, ArmRecord[]>();
   for (const arm of arms) {
     const file = chartFile(arm.workload, arm.gpu, arm.workers);
-    fleets.set(file, [...(fleets.get(file) ?? []), arm]);
+    charts.set(file, [...(charts.get(file) ?? []), arm]);
   }
-  for (const [file, fleetArms] of fleets) writeFileSync(join(args.out, file), svgChart(fleetArms));
-  process.stderr.write(`wrote ${join(args.out, "sim.json")}, sim.md and ${fleets.size} chart(s) (${fmt(report.totalSeconds)} s)\n`);
+  for (const [file, fleetArms] of charts) writeFileSync(join(args.out, file), svgChart(fleetArms));
+  process.stderr.write(`wrote ${join(args.out, `${args.name}.json`)}, ${args.name}.md and ${charts.size} chart(s) (${fmt(report.totalSeconds)} s)\n`);
   for (const h of report.headline) {
     const rr = h.ratios.vsRoundrobin;
     const ca = h.ratios.vsCacheAware;

@@ -209,4 +209,20 @@ describe("a worker's failures reach the host as typed errors", () => {
       await doomed.close().catch(() => undefined);
     }
   });
+
+  it("a message to a process worker that was just killed fails that call, never the host (EPIPE on the IPC channel)", async () => {
+    const killed = new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: "killed-before-write" }), { isolation: "process" });
+    try {
+      await killed.start();
+      process.kill(killed.pid!, "SIGKILL");
+      // Keep the event loop from seeing the channel close until the process is surely gone:
+      // the host still believes it is connected and writes into a dead pipe.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+      const configured = killed.configure({ priorityGroups: 3 } as never);
+      await expect(configured).rejects.toBeInstanceOf(WorkerDiedError);
+      await expect(killed.died).resolves.toMatch(/SIGKILL/);
+    } finally {
+      await killed.close().catch(() => undefined);
+    }
+  });
 });

@@ -138,11 +138,16 @@ export class ProcessRunner implements WorkerRunner {
     });
     this.child.on("message", (message: ChildToHost) => this.receive(message));
     this.died = new Promise((resolve) => {
-      this.child.once("exit", (code, signal) => {
-        const reason = signal ? `worker process killed by ${signal}` : `worker process exited with code ${code}`;
+      const die = (reason: string) => {
         for (const { reject } of this.pending.values()) reject(new WorkerDiedError(reason));
         this.pending.clear();
         if (!this.closing) resolve(reason);
+      };
+      this.child.once("exit", (code, signal) => die(signal ? `worker process killed by ${signal}` : `worker process exited with code ${code}`));
+      // A process that never started has no exit to report; any other error (a write to a
+      // closed channel) comes with the death its exit reports.
+      this.child.on("error", (error) => {
+        if (this.child.pid === undefined) die(`worker process failed to start: ${error.message}`);
       });
     });
     this.send({ type: "init", init });
@@ -198,7 +203,13 @@ export class ProcessRunner implements WorkerRunner {
     waiter.resolve(message.outcome);
   }
 
+  /**
+   * A write to a child that has just died (killed, still "connected" until the event loop
+   * sees its channel close) fails with EPIPE. Without a callback Node raises that as an
+   * 'error' event on the child, which, unheard, ends the host. The failure is the death the
+   * 'exit' handler reports: a task it was sending is rejected there.
+   */
   private send(message: HostToChild): void {
-    if (this.child.connected) this.child.send(message);
+    if (this.child.connected) this.child.send(message, (error) => void error);
   }
 }

@@ -1,0 +1,170 @@
+// `bench:sim --capacity`: for each fleet and policy, the capacity at the workload's SLO
+// (capacity.ts), then every policy's latency at 0.5x, 0.8x and 1.0x of roundrobin's capacity.
+// The SLO of a fleet is fixed from its workload and card before any arm runs.
+import type { ArmRecord } from "./report.js";
+import type { Fleet } from "./run.js";
+import { CAPACITY_DEFAULTS, findCapacity, sloTtftP99Ms } from "./capacity.js";
+import { coldPrefillRatePerS } from "./workloads.js";
+
+/** Loads, as fractions of roundrobin's capacity, at which every policy's latency is reported. */
+export const LATENCY_LOADS = [0.5, 0.8, 1.0] as const;
+
+export interface CapacityEntry {
+  workload: string;
+  card: string;
+  workers: number;
+  policy: string;
+  sloTtftP99Ms: number;
+  ratePerS: number;
+  /** The same capacity in units of r0 (workers / mean cold prefill). */
+  load: number;
+  /** Arms simulated to find it. */
+  probes: number;
+}
+
+export interface LatencyEntry {
+  workload: string;
+  card: string;
+  workers: number;
+  policy: string;
+  loadOfRoundrobinCapacity: number;
+  ttftMeanMs: number;
+  ttftP99Ms: number;
+  e2eMeanMs: number;
+  e2eP99Ms: number;
+}
+
+export interface CapacityReport {
+  capacity: CapacityEntry[];
+  latency: LatencyEntry[];
+  /** The latency arms, for the report's usual tables and charts. */
+  arms: ArmRecord[];
+}
+
+export async function capacityAtSlo(
+  fleets: readonly Fleet[],
+  policies: readonly string[],
+  runArm: (fleet: Fleet, load: number, policy: string) => Promise<ArmRecord>,
+  onCapacity: () => void,
+): Promise<CapacityReport> {
+  if (!policies.includes("roundrobin")) throw new Error("--capacity reports latency at fractions of roundrobin's capacity: include roundrobin in --policies");
+  const report: CapacityReport = { capacity: [], latency: [], arms: [] };
+  for (const fleet of fleets) {
+    if (fleet.sample.kind === "burst") throw new Error(`--capacity: ${fleet.name} is one burst with no arrival rate; leave it out`);
+    const r0PerS = coldPrefillRatePerS(fleet.sample.requests, fleet.spec, fleet.workers);
+    const slo = sloTtftP99Ms(r0PerS, fleet.workers);
+    const loads = new Map<string, number>();
+    for (const policy of policies) {
+      const found = await findCapacity(
+        async (load) => {
+          const { summary } = await runArm(fleet, load, policy);
+          return { ttftP99Ms: summary.ttftMs.p99, refused: summary.refused };
+        },
+        { ...CAPACITY_DEFAULTS, sloTtftP99Ms: slo },
+      );
+      loads.set(policy, found.load);
+      report.capacity.push({
+        workload: fleet.name,
+        card: fleet.gpu,
+        workers: fleet.workers,
+        policy,
+        sloTtftP99Ms: slo,
+        ratePerS: found.load * r0PerS,
+        load: found.load,
+        probes: found.probes.length,
+      });
+      onCapacity();
+    }
+    const roundrobin = loads.get("roundrobin")!;
+    if (roundrobin === 0) continue;
+    for (const fraction of LATENCY_LOADS) {
+      for (const policy of policies) {
+        const arm = await runArm(fleet, fraction * roundrobin, policy);
+        report.arms.push(arm);
+        const { ttftMs, e2eMs } = arm.summary;
+        report.latency.push({
+          workload: fleet.name,
+          card: fleet.gpu,
+          workers: fleet.workers,
+          policy,
+          loadOfRoundrobinCapacity: fraction,
+          ttftMeanMs: ttftMs.mean,
+          ttftP99Ms: ttftMs.p99,
+          e2eMeanMs: e2eMs.mean,
+          e2eP99Ms: e2eMs.p99,
+        });
+      }
+    }
+  }
+  return report;
+}
+
+const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+/** Workloads whose target is preble >= 2x roundrobin and >= 1.25x the best published rule. */
+const AGENT_WORKLOADS = new Set(["preble-toolbench", "preble-alfworld", "agent-loops"]);
+const PUBLISHED_RULES = ["cache-aware", "dynamo", "llm-d"];
+
+/** The report's capacity section: the SLOs, capacity per policy with the targets, latency at fractions of roundrobin's capacity. */
+export function capacitySection(capacity: readonly CapacityEntry[], latency: readonly LatencyEntry[]): string[] {
+  const fleets = [...new Map(capacity.map((entry) => [`${entry.workload}|${entry.card}|${entry.workers}`, entry])).values()];
+  const policies = [...new Set(capacity.map((entry) => entry.policy))];
+  const of = (fleet: CapacityEntry, policy: string) =>
+    capacity.find((entry) => entry.workload === fleet.workload && entry.card === fleet.card && entry.workers === fleet.workers && entry.policy === policy);
+  const lines = [
+    "## Capacity at the SLO",
+    "",
+    "Capacity = the highest Poisson arrival rate (requests/s) at which p99 TTFT stays within the workload's SLO and no request is refused. " +
+      "SLO = 10x the mean cold prefill of the workload's prompts on the card, fixed before any arm runs. Found by doubling the load from 0.25 x r0 until one load passes and twice it fails, then 8 bisection steps (capacity within 1/256 of that bracket); the column says how many arms each took.",
+    "",
+    `| workload | card x workers | SLO p99 TTFT | ${policies.map((policy) => `${policy} req/s`).join(" | ")} | preble / roundrobin | preble / best other | targets |`,
+    `| --- | --- | ---: | ${policies.map(() => "---:").join(" | ")} | ---: | ---: | --- |`,
+  ];
+  for (const fleet of fleets) {
+    const rate = (policy: string) => of(fleet, policy)?.ratePerS ?? Number.NaN;
+    const preble = rate("preble");
+    const others = policies.filter((policy) => policy !== "preble");
+    const bestOther = Math.max(...others.map(rate));
+    const bestPublished = Math.max(...PUBLISHED_RULES.filter((policy) => policies.includes(policy)).map(rate));
+    const targets: string[] = [];
+    if (Number.isFinite(preble)) {
+      targets.push(`>= 0.95x best other: ${preble >= 0.95 * bestOther ? "met" : "missed"}`);
+      if (AGENT_WORKLOADS.has(fleet.workload) && fleet.workers >= 4) {
+        targets.push(`>= 2x roundrobin: ${preble >= 2 * rate("roundrobin") ? "met" : "missed"}`);
+        if (Number.isFinite(bestPublished)) targets.push(`>= 1.25x best published rule: ${preble >= 1.25 * bestPublished ? "met" : "missed"}`);
+      }
+    }
+    lines.push(
+      `| ${fleet.workload} | ${fleet.card} x ${fleet.workers} | ${fmt(fleet.sloTtftP99Ms)} ms | ${policies
+        .map((policy) => `${fmt(rate(policy), 2)} (${of(fleet, policy)?.probes ?? 0})`)
+        .join(" | ")} | ${fmt(preble / rate("roundrobin"), 2)}x | ${fmt(preble / bestOther, 2)}x | ${targets.join("; ")} |`,
+    );
+  }
+  lines.push(
+    "",
+    "### Latency at fractions of roundrobin's capacity",
+    "",
+    "Mean / p99 TTFT in ms per policy at 0.5x, 0.8x and 1.0x of roundrobin's capacity on the same fleet (target at 0.8x: preble's mean and p99 no worse than 1.05x the best other policy's).",
+    "",
+    `| workload | card x workers | load (x rr capacity) | ${policies.join(" | ")} |`,
+    `| --- | --- | ---: | ${policies.map(() => "---:").join(" | ")} |`,
+  );
+  for (const fleet of fleets) {
+    for (const fraction of LATENCY_LOADS) {
+      const cells = policies.map((policy) => {
+        const entry = latency.find(
+          (item) =>
+            item.workload === fleet.workload &&
+            item.card === fleet.card &&
+            item.workers === fleet.workers &&
+            item.policy === policy &&
+            item.loadOfRoundrobinCapacity === fraction,
+        );
+        return entry ? `${fmt(entry.ttftMeanMs)} / ${fmt(entry.ttftP99Ms)}` : "-";
+      });
+      lines.push(`| ${fleet.workload} | ${fleet.card} x ${fleet.workers} | ${fraction} | ${cells.join(" | ")} |`);
+    }
+  }
+  lines.push("");
+  return lines;
+}
