@@ -79,7 +79,8 @@ export async function capacityAtSlo(
     if (roundrobin === 0) continue;
     for (const fraction of LATENCY_LOADS) {
       for (const policy of policies) {
-        const arm = await runArm(fleet, fraction * roundrobin, policy);
+        // Rounded so the report's load column reads as a number, not a float's tail.
+        const arm = await runArm(fleet, Number((fraction * roundrobin).toFixed(4)), policy);
         report.arms.push(arm);
         const { ttftMs, e2eMs } = arm.summary;
         report.latency.push({

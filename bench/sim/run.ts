@@ -235,7 +235,8 @@ async function main(): Promise<void> {
   const progress = terminalProgress("sim", unit);
   progress.update(0, total);
   let done = 0;
-  const log = (line: string) => progress.log(`[${done + 1}/${total}] ${line}`);
+  // Capacity mode runs latency arms after a fleet's capacities: they keep the last count.
+  const log = (line: string) => progress.log(`[${Math.min(done + 1, total)}/${total}] ${line}`);
   const step = () => progress.update(++done, total);
   const arms: ArmRecord[] = [];
   let capacity: CapacityReport | undefined;
