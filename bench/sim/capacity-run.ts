@@ -51,6 +51,9 @@ export async function capacityAtSlo(
   const report: CapacityReport = { capacity: [], latency: [], arms: [] };
   for (const fleet of fleets) {
     if (fleet.sample.kind === "burst") throw new Error(`--capacity: ${fleet.name} is one burst with no arrival rate; leave it out`);
+    // Each session sends its next turn only after its previous answer: the sessions bound the
+    // requests in flight whatever the start rate, so p99 TTFT need not grow with it.
+    if (fleet.sample.kind === "sessions") throw new Error(`--capacity: ${fleet.name} is closed-loop sessions with no open arrival rate to raise; leave it out`);
     const r0PerS = coldPrefillRatePerS(fleet.sample.requests, fleet.spec, fleet.workers);
     const slo = sloTtftP99Ms(r0PerS, fleet.workers);
     const loads = new Map<string, number>();
