@@ -20,6 +20,8 @@ export interface CapacityEntry {
   load: number;
   /** Arms simulated to find it. */
   probes: number;
+  /** Requests too long for any slot, refused at every load (not counted against the SLO). */
+  refused: number;
 }
 
 export interface LatencyEntry {
@@ -75,6 +77,7 @@ export async function capacityAtSlo(
         ratePerS: found.load * r0PerS,
         load: found.load,
         probes: found.probes.length,
+        refused: found.probes[0]?.refused ?? 0,
       });
       onCapacity();
     }
@@ -104,6 +107,7 @@ export async function capacityAtSlo(
 }
 
 const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const ratio = (value: number, other: number) => (other > 0 && Number.isFinite(value) ? `${fmt(value / other, 2)}x` : "-");
 
 /** Workloads whose target is preble >= 2x roundrobin and >= 1.25x the best published rule. */
 const AGENT_WORKLOADS = new Set(["preble-toolbench", "preble-alfworld", "agent-loops"]);
@@ -118,11 +122,11 @@ export function capacitySection(capacity: readonly CapacityEntry[], latency: rea
   const lines = [
     "## Capacity at the SLO",
     "",
-    "Capacity = the highest Poisson arrival rate (requests/s) at which p99 TTFT stays within the workload's SLO and no request is refused. " +
+    "Capacity = the highest Poisson arrival rate (requests/s) at which p99 TTFT of the served requests stays within the workload's SLO (requests too long for any slot are refused at every load alike; the table counts them). " +
       "SLO = 10x the mean cold prefill of the workload's prompts on the card, fixed before any arm runs. Found by doubling the load from 0.25 x r0 until one load passes and twice it fails, then 8 bisection steps (capacity within 1/256 of that bracket); the column says how many arms each took.",
     "",
-    `| workload | card x workers | SLO p99 TTFT | ${policies.map((policy) => `${policy} req/s`).join(" | ")} | preble / roundrobin | preble / best other | targets |`,
-    `| --- | --- | ---: | ${policies.map(() => "---:").join(" | ")} | ---: | ---: | --- |`,
+    `| workload | card x workers | SLO p99 TTFT | too long | ${policies.map((policy) => `${policy} req/s`).join(" | ")} | preble / roundrobin | preble / best other | targets |`,
+    `| --- | --- | ---: | ---: | ${policies.map(() => "---:").join(" | ")} | ---: | ---: | --- |`,
   ];
   for (const fleet of fleets) {
     const rate = (policy: string) => of(fleet, policy)?.ratePerS ?? Number.NaN;
@@ -139,9 +143,9 @@ export function capacitySection(capacity: readonly CapacityEntry[], latency: rea
       }
     }
     lines.push(
-      `| ${fleet.workload} | ${fleet.card} x ${fleet.workers} | ${fmt(fleet.sloTtftP99Ms)} ms | ${policies
+      `| ${fleet.workload} | ${fleet.card} x ${fleet.workers} | ${fmt(fleet.sloTtftP99Ms)} ms | ${fleet.refused} | ${policies
         .map((policy) => `${fmt(rate(policy), 2)} (${of(fleet, policy)?.probes ?? 0})`)
-        .join(" | ")} | ${fmt(preble / rate("roundrobin"), 2)}x | ${fmt(preble / bestOther, 2)}x | ${targets.join("; ")} |`,
+        .join(" | ")} | ${ratio(preble, rate("roundrobin"))} | ${ratio(preble, bestOther)} | ${targets.join("; ")} |`,
     );
   }
   lines.push(

@@ -19,10 +19,15 @@ describe("findCapacity", () => {
     });
   }
 
-  it("counts a probe that refused requests as failing, and says 0 when even the lowest load fails", async () => {
-    const refusing = await findCapacity(async () => ({ ttftP99Ms: 1, refused: 1 }), { ...CAPACITY_DEFAULTS, sloTtftP99Ms: 150 });
-    expect(refusing.load).toBe(0);
-    expect(Math.min(...refusing.probes.map((probe) => probe.load))).toBeLessThanOrEqual(CAPACITY_DEFAULTS.minLoad * 2);
+  it("says 0 when even the lowest load misses the SLO", async () => {
+    const slow = await findCapacity(async () => ({ ttftP99Ms: 1000, refused: 0 }), { ...CAPACITY_DEFAULTS, sloTtftP99Ms: 150 });
+    expect(slow.load).toBe(0);
+    expect(Math.min(...slow.probes.map((probe) => probe.load))).toBeLessThanOrEqual(CAPACITY_DEFAULTS.minLoad * 2);
+  });
+
+  it("judges by p99 TTFT alone: requests too long for any slot, refused at every load, do not sink it", async () => {
+    const result = await findCapacity(async (load) => ({ ...(await fleet(0.3)(load)), refused: 10 }), { ...CAPACITY_DEFAULTS, sloTtftP99Ms: 150 });
+    expect(result.load).toBeGreaterThan(0.29);
   });
 
   it("stops at maxLoad when nothing fails", async () => {
