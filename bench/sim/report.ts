@@ -49,7 +49,7 @@ export interface Headline {
   load: number;
   /** preble / roundrobin and preble / cache-aware, for mean and p99 TTFT and end-to-end latency. */
   ratios: Record<"vsRoundrobin" | "vsCacheAware", { meanTtft: number; meanE2e: number; p99Ttft: number; p99E2e: number } | undefined>;
-  /** The issue's targets at this load: mean <= roundrobin / 2.4 and below cache-aware; p99 below both. */
+  /** The headline targets at this load: mean <= roundrobin / 2.4 and below cache-aware; p99 below both. */
   targets: { name: string; met: boolean; detail: string }[];
 }
 
@@ -191,7 +191,7 @@ export function markdown(report: SimReport): string {
       "",
       "## Headline: preble vs roundrobin and cache-aware",
       "",
-      `The issue's targets, at every load (the highest load is the "high load" of the issue): preble's mean latency <= 1/${PREBLE_GAIN} of roundrobin's (Preble's Azure-trace TTFT gain) and below cache-aware's; its p99 below both. Ratios are preble / other: below 1 is better.`,
+      `The headline targets, at every load (the highest load counts as high load): preble's mean latency <= 1/${PREBLE_GAIN} of roundrobin's (Preble's Azure-trace TTFT gain) and below cache-aware's; its p99 below both. Ratios are preble / other: below 1 is better.`,
       "",
       "| workload | gpu x workers | load | mean E2E vs rr | mean TTFT vs rr | mean E2E vs cache-aware | mean TTFT vs cache-aware | p99 E2E vs rr / ca | p99 TTFT vs rr / ca | targets met |",
       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
