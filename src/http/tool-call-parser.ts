@@ -4,6 +4,7 @@
 // syntax as content. Text before the first call is the message's content; text between or
 // after calls (separators, a section's end) is not shown.
 import { randomBytes } from "node:crypto";
+import { firstMatch, partialMatchTail } from "../common/text-patterns.js";
 import type { ToolCall, ToolCallSyntax } from "../contract/tools.js";
 
 export type ToolCallEvent =
@@ -38,7 +39,7 @@ export class ToolCallScanner {
     private readonly names: ReadonlySet<string>,
     private readonly newId: () => string = newToolCallId,
   ) {
-    this.prefixes = [...new Set([syntax.prefix, ...syntax.alternatePrefixes])].filter((prefix) => prefix.length > 0).sort((a, b) => b.length - a.length);
+    this.prefixes = [syntax.prefix, ...syntax.alternatePrefixes];
   }
 
   /** Calls begun so far (a call cut off by the token limit included). */
@@ -79,35 +80,18 @@ export class ToolCallScanner {
   }
 
   private readText(events: ToolCallEvent[], ending: boolean): boolean {
-    let at = -1;
-    let found = "";
-    for (const prefix of this.prefixes) {
-      const index = this.pending.indexOf(prefix);
-      if (index >= 0 && (at < 0 || index < at)) {
-        at = index;
-        found = prefix;
-      }
-    }
-    if (at >= 0) {
-      this.text(events, this.pending.slice(0, at));
-      this.callText = found;
-      this.pending = this.pending.slice(at + found.length);
+    const hit = firstMatch(this.pending, this.prefixes);
+    if (hit) {
+      this.text(events, this.pending.slice(0, hit.at));
+      this.callText = hit.pattern;
+      this.pending = this.pending.slice(hit.at + hit.pattern.length);
       this.state = "name";
       return true;
     }
-    const held = ending ? 0 : this.heldTail();
+    const held = ending ? 0 : partialMatchTail(this.pending, this.prefixes);
     this.text(events, this.pending.slice(0, this.pending.length - held));
     this.pending = this.pending.slice(this.pending.length - held);
     return false;
-  }
-
-  /** Length of the longest end of the pending text that could grow into a call prefix. */
-  private heldTail(): number {
-    for (let length = Math.min(this.pending.length, Math.max(0, ...this.prefixes.map((p) => p.length - 1))); length > 0; length--) {
-      const tail = this.pending.slice(this.pending.length - length);
-      if (this.prefixes.some((prefix) => prefix.startsWith(tail))) return length;
-    }
-    return 0;
   }
 
   private readName(events: ToolCallEvent[]): boolean {

@@ -6,14 +6,14 @@
 import type { PromptPreparer } from "../engine/host/prompt-preparer.js";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import { Admission } from "./admission.js";
-import type { ChatHooks, ChatOutcome, CompletionJob, ServiceLimits } from "./completion-job.js";
+import type { ChatHooks, ChatOutcome, CompletionJob, PromptInput, ServiceLimits } from "./completion-job.js";
 import { withDeadline } from "./deadline.js";
 import { Dispatcher } from "./dispatch.js";
 import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
 import { NO_TOKENS, type RequestRecord, type ServingObserver } from "./observer.js";
 import { PlacementQueue } from "./placement-queue.js";
-import { preparePrompt } from "./prompt-input.js";
+import { type PreparedPrompt, preparePrompt } from "./prompt-input.js";
 import { toolSampling } from "./tool-calls.js";
 
 export type { ChatHooks, ChatOutcome, ChatStart, CompletionJob, PromptInput, ServiceLimits } from "./completion-job.js";
@@ -34,6 +34,11 @@ export class CompletionService {
   private readonly admission: Admission;
   private readonly dispatcher: Dispatcher;
   private readonly queue = new PlacementQueue();
+  /**
+   * Prepared prompts by the request's prompt: the `n` choices of one request share their
+   * PromptInput, so the prompt is rendered and tokenized once for all of them.
+   */
+  private readonly prepared = new WeakMap<PromptInput, Promise<PreparedPrompt>>();
 
   constructor(deps: ServiceDeps) {
     this.deps = deps;
@@ -123,8 +128,19 @@ export class CompletionService {
     }
   }
 
+  private prepare(job: CompletionJob): Promise<PreparedPrompt> {
+    let prepared = this.prepared.get(job.prompt);
+    if (!prepared) {
+      prepared = preparePrompt(this.deps.fleet, this.deps.preparer, job, this.deps.limits.defaultMaxTokens);
+      // A refused prompt is not remembered.
+      prepared.catch(() => this.prepared.delete(job.prompt));
+      this.prepared.set(job.prompt, prepared);
+    }
+    return prepared;
+  }
+
   private async run(job: CompletionJob, hooks: ChatHooks): Promise<ChatOutcome> {
-    const prompt = await preparePrompt(this.deps.fleet, this.deps.preparer, job, this.deps.limits.defaultMaxTokens);
+    const prompt = await this.prepare(job);
     const { sampling, syntax } = toolSampling(job.sampling, job.prompt.kind === "chat" ? job.prompt.tools : undefined, prompt.toolCallSyntax);
     if (!syntax) return this.dispatcher.run(job, prompt, hooks);
     const outcome = await this.dispatcher.run({ ...job, sampling }, prompt, {

@@ -10,6 +10,7 @@ import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
 import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../../src/engine/host/worker-errors.js";
+import { completeChoices } from "../../src/http/choices.js";
 import { CompletionService, type ChatHooks } from "../../src/serving/completion-service.js";
 import type { Fleet } from "../../src/serving/fleet.js";
 import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
@@ -46,7 +47,14 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
     get: (id: string) => workers[Number(id.slice(1))],
     workerIds: () => workers.map((_, i) => `w${i}`),
   } as unknown as Fleet;
-  const preparer = { vocab: async () => ({ size: 1000, bos: null, longestTokenBytes: 8 }) } as unknown as PromptPreparer;
+  const preparations = { count: 0 };
+  const preparer = {
+    vocab: async () => {
+      // A token prompt is checked against the vocabulary once per preparation.
+      preparations.count++;
+      return { size: 1000, bos: null, longestTokenBytes: 8 };
+    },
+  } as unknown as PromptPreparer;
   const completions = new CompletionService({
     fleet,
     preparer,
@@ -66,7 +74,7 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
     );
   // What the tree believes w0 holds (its slots and nothing in flight once the request ended).
   const held = () => scheduler.views().find((worker) => worker.id === "w0")!.kvTokens;
-  return { run, held };
+  return { run, held, completions, preparations };
 }
 
 function result(overrides: Partial<GenerationResult>): GenerationResult {
@@ -161,5 +169,24 @@ describe("a worker's failure, as the client's error (by the error's type)", () =
       code: "worker_failed",
       message: "Worker w0 stopped while generating this request (request r1: worker process killed by SIGKILL); it is being restarted. Retry the request.",
     });
+  });
+});
+
+describe("n choices of one request", () => {
+  it("prepare the prompt once and run it once per choice", async () => {
+    const done = () => result({ text: "x", completionTokens: 1, heldPromptTokens: PROMPT.length });
+    const { completions, preparations } = service(done, done);
+    const job = {
+      requestId: "r-n",
+      modelId: MODEL,
+      prompt: { kind: "tokens" as const, tokens: PROMPT, param: "prompt" },
+      sampling: { temperature: 1, seed: 4, stop: [] },
+    };
+    const outcomes = await completeChoices(completions, job, 3);
+    expect(outcomes).toHaveLength(3);
+    expect(preparations.count).toBe(1);
+    // Another request with the same text is its own preparation.
+    await completions.complete({ ...job, requestId: "r-other", prompt: { ...job.prompt } });
+    expect(preparations.count).toBe(2);
   });
 });

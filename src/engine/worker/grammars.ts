@@ -23,26 +23,25 @@ export async function grammarFor(
   llama: Llama,
   { responseFormat: format, toolCalls }: Pick<SamplingParams, "responseFormat" | "toolCalls">,
 ): Promise<LlamaGrammar | undefined> {
-  if (format === undefined && toolCalls === undefined) return undefined;
+  const wanted = toolCalls
+    ? { key: `tool_calls:${JSON.stringify(toolCalls)}`, build: () => toolCallGrammar(llama, toolCalls) }
+    : format?.type === "json_object"
+      ? { key: "json_object", build: () => llama.getGrammarFor("json") }
+      : format?.type === "json_schema"
+        ? { key: `json_schema:${JSON.stringify(format.schema)}`, build: () => jsonSchemaGrammar(llama, format.schema) }
+        : undefined;
+  if (!wanted) return undefined;
   let cache = grammarCache.get(llama);
   if (!cache) {
     cache = new Map();
     grammarCache.set(llama, cache);
   }
-  const key = toolCalls
-    ? `tool_calls:${JSON.stringify(toolCalls)}`
-    : format!.type === "json_object"
-      ? "json_object"
-      : `json_schema:${JSON.stringify(format!.schema)}`;
+  const { key } = wanted;
   let grammar = cache.get(key);
   if (grammar) {
     cache.delete(key);
   } else {
-    grammar = toolCalls
-      ? toolCallGrammar(llama, toolCalls)
-      : format!.type === "json_object"
-        ? llama.getGrammarFor("json")
-        : jsonSchemaGrammar(llama, format!.schema);
+    grammar = wanted.build();
     const built = grammar;
     // A refused schema is not remembered.
     built.catch(() => {
