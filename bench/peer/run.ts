@@ -4,6 +4,8 @@
 //   llama-server   one process, all slots (-np SLOTS -t THREADS)
 //   radixgate-1w   one worker: SLOTS slots, THREADS threads
 //   radixgate-2w   two workers: SLOTS/2 slots and THREADS/2 threads each (default policy)
+//   radixgate-ls-1w  one worker of the llama-server engine (Radixgate in front of the same
+//                  llama-server build): what Radixgate's own layer costs over llama.cpp's slot loop
 // All servers run for the whole benchmark and the arms take turns, workload by workload.
 // Workloads: decode throughput (1, 2, 4 long completions at once, also at 1 thread for
 // llama-server and one worker), one sequential agent (cold and warm TTFT), concurrent
@@ -66,6 +68,8 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 interface ArmSpec {
   name: string;
   kind: "llama-server" | "radixgate";
+  /** Radixgate's engine: node-llama-cpp (embedded, default) or llama-server processes it drives. */
+  engine?: "node-llama-cpp" | "llama-server";
   workers: number;
   slotsPerWorker: number;
   threadsPerWorker: number;
@@ -78,7 +82,7 @@ interface Running {
 
 let nextPort = 18080 + Math.floor(Math.random() * 1000);
 
-async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running> {
+async function startRadixgate(arm: ArmSpec, modelPath: string, binary: string): Promise<Running> {
   const dir = mkdtempSync(join(tmpdir(), "radixgate-peer-"));
   const port = nextPort++;
   const config = join(dir, "config.yml");
@@ -98,6 +102,8 @@ async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running>
       `    batchSize: ${BATCH}`,
       `    threads: ${arm.threadsPerWorker}`,
       "    isolation: thread",
+      `    engine: ${arm.engine ?? "node-llama-cpp"}`,
+      ...(arm.engine === "llama-server" ? ["    llamaServer:", `      binary: ${binary}`] : []),
       "",
     ].join("\n"),
   );
@@ -131,7 +137,7 @@ async function startRadixgate(arm: ArmSpec, modelPath: string): Promise<Running>
 }
 
 async function start(arm: ArmSpec, modelPath: string, binary: string): Promise<Running> {
-  if (arm.kind === "radixgate") return startRadixgate(arm, modelPath);
+  if (arm.kind === "radixgate") return startRadixgate(arm, modelPath, binary);
   const server = await startLlamaServer({
     binary,
     model: modelPath,
@@ -139,7 +145,6 @@ async function start(arm: ArmSpec, modelPath: string, binary: string): Promise<R
     threads: arm.threadsPerWorker,
     contextPerSlot: CONTEXT_PER_SLOT,
     batchSize: BATCH,
-    port: nextPort++,
   });
   return { target: { baseURL: server.baseURL, model: "bench" }, close: () => server.close() };
 }
@@ -195,6 +200,8 @@ const arms: ArmSpec[] = [
   { name: "llama-server", kind: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
   { name: "radixgate-1w", kind: "radixgate", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
   { name: "radixgate-2w", kind: "radixgate", workers: 2, slotsPerWorker: SLOTS / 2, threadsPerWorker: half(THREADS) },
+  // The same scheduler in front of llama.cpp's own slot loop: one llama-server worker.
+  { name: "radixgate-ls-1w", kind: "radixgate", engine: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
 ];
 // Decode throughput at one llama.cpp thread too: the like-for-like single-thread point.
 const oneThreadArms: ArmSpec[] =

@@ -120,7 +120,7 @@ export class SoakServer {
     const worker = this.radixgate.fleet.get(workerId);
     if (!worker) return { worker: workerId, method: "crash()", skipped: "no such worker" };
     const { engine } = worker;
-    if (engine.options.isolation === "process") {
+    if (engine.isolation === "process") {
       const pid = engine.pid;
       if (!worker.alive || pid === undefined) return { worker: workerId, method: "SIGKILL", skipped: "worker down (restarting)" };
       try {

@@ -1,4 +1,4 @@
-// The `radixgate` command line: serve, check, make-model, bench. Every command has --help;
+// The `radixgate` command line: serve, check, make-model, build-llama-server, bench. Every command has --help;
 // the exit status says what happened (exit-codes.ts).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -6,6 +6,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from "commander
 import { ConfigError } from "../config/load-config.js";
 import { PACKAGE_ROOT } from "../common/package-root.js";
 import { ModelSourceError } from "../engine/host/model-source.js";
+import { findOrBuildLlamaServer } from "../engine/llama-server/binary.js";
 import { DEFAULT_SEED, makeModel, PRESETS } from "../presets/make-model.js";
 import { POLICY_NAMES } from "../scheduler/registry.js";
 import { listBenchmarks, runBenchmark } from "./bench.js";
@@ -68,6 +69,16 @@ export function buildProgram(): Command {
       process.stdout.write(
         `${made.path}\n  preset=${options.preset} seed=${options.seed} parameters=${made.parameters} bytes=${made.bytes} sha256=${made.sha256} (${seconds}s)\n`,
       );
+    });
+
+  program
+    .command("build-llama-server")
+    .description(
+      "build llama-server from the llama.cpp source node-llama-cpp bundles (for `engine: llama-server`; about 20 minutes on 2 cores, cached outside the repository); prints its path",
+    )
+    .action(async () => {
+      const binary = await findOrBuildLlamaServer(undefined, (line) => process.stderr.write(`${line}\n`));
+      process.stdout.write(`${binary}\n`);
     });
 
   program

@@ -44,6 +44,22 @@ export const ModelConfigSchema = Type.Object(
       description: "llama.cpp backend: false (CPU), auto, cuda, vulkan, metal.",
     }),
     seed: Type.Integer({ minimum: 0, default: 1, description: "Seed of a generated `preset:` model." }),
+    engine: Type.Union([Type.Literal("node-llama-cpp"), Type.Literal("llama-server")], {
+      default: "node-llama-cpp",
+      description:
+        "What evaluates the model: node-llama-cpp (embedded, in a thread or child process per worker) or llama-server (llama.cpp's own server, one process per worker started by Radixgate; build it once with `npm run build:llama-server`).",
+    }),
+    llamaServer: Type.Object(
+      {
+        binary: Type.String({
+          default: "",
+          description:
+            "The llama-server binary of `engine: llama-server`; empty = the build `npm run build:llama-server` made from node-llama-cpp's bundled llama.cpp.",
+        }),
+        args: Type.Array(Type.String(), { default: [], description: 'More llama-server arguments, after Radixgate\'s own (e.g. ["--mlock"]).' }),
+      },
+      SETTINGS_OBJECT,
+    ),
     isolation: Type.Union([Type.Literal("auto"), Type.Literal("thread"), Type.Literal("process")], {
       default: "auto",
       description:

@@ -6,7 +6,11 @@
 import type { Config, ModelConfig } from "../config/schema.js";
 import type { FinishReason } from "../contract/generation.js";
 import type { LocalSchedulerSettings } from "../engine/wire/protocol.js";
-import { WorkerHandle, type Isolation } from "../engine/host/worker-handle.js";
+import { WorkerHandle } from "../engine/host/worker-handle.js";
+import type { EngineKind, Isolation, WorkerEngine } from "../engine/host/worker-engine.js";
+import type { WorkerInit } from "../engine/wire/protocol.js";
+import { findLlamaServer } from "../engine/llama-server/binary.js";
+import { LlamaServerEngine } from "../engine/llama-server/llama-server-engine.js";
 import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
 import { probeGpus } from "../engine/host/gpu-probe.js";
 
@@ -19,7 +23,7 @@ export interface ServedModel {
 }
 
 export interface FleetWorker {
-  engine: WorkerHandle;
+  engine: WorkerEngine;
   modelId: string;
   /** Restarts after deaths, for /health and the metrics. */
   restarts: number;
@@ -38,6 +42,7 @@ export interface WorkerStatus {
   /** Restarts after deaths. */
   restarts: number;
   isolation: Isolation;
+  engine: EngineKind;
   /** Finished generations by finish reason, across restarts. */
   finished: Record<FinishReason, number>;
 }
@@ -78,22 +83,24 @@ export class Fleet {
   static async start(config: Config, modelPaths: Map<string, string>, detect = probeGpus): Promise<Fleet> {
     const workers: FleetWorker[] = [];
     for (const { workerId, model, isolation, env } of await planFleet(config, detect)) {
-      const engine = new WorkerHandle(
-        {
-          workerId,
-          hostPid: process.pid,
-          modelPath: modelPaths.get(model.id)!,
-          slots: model.slots,
-          contextSize: model.contextSize,
-          batchSize: model.batchSize,
-          threads: model.threads,
-          flashAttention: model.flashAttention,
-          gpu: model.gpu,
-          local: config.scheduler.local,
-          spill: config.spill,
-        },
-        { isolation, env },
-      );
+      const init: WorkerInit = {
+        workerId,
+        hostPid: process.pid,
+        modelPath: modelPaths.get(model.id)!,
+        slots: model.slots,
+        contextSize: model.contextSize,
+        batchSize: model.batchSize,
+        threads: model.threads,
+        flashAttention: model.flashAttention,
+        gpu: model.gpu,
+        // A copy per worker: a hot reload replaces it on each.
+        local: { ...config.scheduler.local },
+        spill: config.spill,
+      };
+      const engine =
+        model.engine === "llama-server"
+          ? new LlamaServerEngine(init, { binary: await findLlamaServer(model.llamaServer.binary || undefined), env, extraArgs: model.llamaServer.args })
+          : new WorkerHandle(init, { isolation, env });
       workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
     }
     const launchedAt = performance.now();
@@ -141,7 +148,8 @@ export class Fleet {
         modelId: worker.modelId,
         alive: worker.alive,
         restarts: worker.restarts,
-        isolation: worker.engine.options.isolation,
+        isolation: worker.engine.isolation,
+        engine: worker.engine.kind,
         finished: { ...worker.engine.finished },
       })),
     };
@@ -237,7 +245,8 @@ export async function planFleet(config: Config, detect: (gpu: ModelConfig["gpu"]
 export function planWorkers(model: ModelConfig, gpus: GpuDetection): WorkerPlan[] {
   const found = gpus.devices.length;
   const workers = model.workers !== "auto" ? model.workers : found > 0 ? found : CPU_AUTO_WORKERS;
-  const isolation: Isolation = model.isolation !== "auto" ? model.isolation : found >= 2 ? "process" : "thread";
+  // A llama-server worker is a process of its own whatever `isolation` says.
+  const isolation: Isolation = model.engine === "llama-server" ? "process" : model.isolation !== "auto" ? model.isolation : found >= 2 ? "process" : "thread";
   return Array.from({ length: workers }, (_, i) => {
     const device = gpus.devices[i % Math.max(1, found)];
     // Pinning needs a process of its own; a thread sees what the host sees.

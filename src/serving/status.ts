@@ -11,6 +11,8 @@ export interface WorkerReport {
   alive: boolean;
   restarts: number;
   isolation: string;
+  /** node-llama-cpp or llama-server. */
+  engine: string;
   slots: number;
   running: number;
   /** Placed on it beyond its slots. */
@@ -43,6 +45,7 @@ export async function statusReport(fleet: Fleet, scheduler: GlobalScheduler, act
         alive: view.alive,
         restarts: fleetStatus.get(view.id)?.restarts ?? 0,
         isolation: fleetStatus.get(view.id)?.isolation ?? "thread",
+        engine: fleetStatus.get(view.id)?.engine ?? "node-llama-cpp",
         slots: view.slots,
         running: Math.min(view.inFlight, view.slots),
         queued: Math.max(0, view.inFlight - view.slots),

@@ -1,6 +1,6 @@
 // A worker's failure on a request, as the error its client gets. The engine hands over
 // typed errors (engine/host/worker-errors.ts), so the mapping is by class, never by text.
-import { ResponseFormatError, WorkerDiedError } from "../engine/host/worker-errors.js";
+import { ResponseFormatError, UnsupportedOnEngineError, WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { CompletionJob } from "./completion-job.js";
 import { ServingError } from "./errors.js";
 
@@ -16,5 +16,6 @@ export function clientErrorOf(error: unknown, workerId: string, job: Pick<Comple
     const param = job.sampling.responseFormat?.type === "json_schema" ? "response_format.json_schema.schema" : "response_format";
     return new ServingError("invalid_request", `\`${param}\` cannot be turned into a grammar: ${error.message}`, param);
   }
+  if (error instanceof UnsupportedOnEngineError) return new ServingError("unsupported_parameter", error.message, error.param);
   return new ServingError("worker_failed", `Worker ${workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
 }

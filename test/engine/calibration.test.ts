@@ -6,7 +6,7 @@ import { workerInit } from "../helpers/worker-init.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { calibrate, calibrationCachePath, calibrationIdentity, type CalibrationIdentity } from "../../src/engine/host/calibration.js";
 import { WorkerHandle } from "../../src/engine/host/worker-handle.js";
-import { defaultProfileSizes } from "../../src/engine/worker/profile.js";
+import { defaultProfileSizes } from "../../src/engine/wire/profile-plan.js";
 import type { WorkerInit } from "../../src/engine/wire/protocol.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
 import { ensureModel } from "../../src/presets/make-model.js";

@@ -20,6 +20,8 @@ export async function startTestServer(
     slots?: number;
     policy?: string;
     isolation?: "thread" | "process";
+    /** The worker engine; llama-server runs the build `npm run build:llama-server` made. */
+    engine?: "node-llama-cpp" | "llama-server";
     requestTimeoutMs?: number;
     server?: Record<string, unknown>;
   } = {},
@@ -35,6 +37,7 @@ export async function startTestServer(
         contextSize: 2048,
         threads: 1,
         isolation: overrides.isolation ?? "thread",
+        engine: overrides.engine ?? "node-llama-cpp",
       },
     ],
     scheduler: { policy: overrides.policy ?? "roundrobin" },
@@ -62,6 +65,7 @@ export interface Health {
     in_flight: number;
     restarts: number;
     isolation: string;
+    engine: string;
     finished: { stop: number; length: number; cancelled: number };
   }[];
 }
@@ -92,3 +96,6 @@ export async function postRaw(
     text,
   };
 }
+
+/** The worker engines a feature is tested on, the default first. */
+export const ENGINES = ["node-llama-cpp", "llama-server"] as const;

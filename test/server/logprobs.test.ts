@@ -1,21 +1,23 @@
 // logprobs and top_logprobs end to end with the official `openai` client: chat and legacy
-// completions, streamed and not, in thread and process workers, from llama.cpp's
+// completions, streamed and not, in thread and process workers and on the llama-server engine, from llama.cpp's
 // next-token probabilities.
 import { randomUUID } from "node:crypto";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postRaw, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 
-const servers: Record<"thread" | "process", TestServer | undefined> = { thread: undefined, process: undefined };
+/** Each way a worker runs: node-llama-cpp in a thread (the default) or a process, and the llama-server engine. */
+const MODES = ["thread", "process", "llama-server"] as const;
+const servers: Record<(typeof MODES)[number], TestServer | undefined> = { thread: undefined, process: undefined, "llama-server": undefined };
 
 beforeAll(async () => {
   servers.thread = await startTestServer({ workers: 1, slots: 2 });
   servers.process = await startTestServer({ workers: 1, slots: 2, isolation: "process" });
+  servers["llama-server"] = await startTestServer({ workers: 1, slots: 2, engine: "llama-server" });
 });
 
 afterAll(async () => {
-  await servers.thread?.close();
-  await servers.process?.close();
+  for (const server of Object.values(servers)) await server?.close();
 });
 
 type Entry = OpenAI.Chat.Completions.ChatCompletionTokenLogprob;
@@ -43,7 +45,7 @@ function expectWellFormed(entries: readonly Entry[], top: number) {
   }
 }
 
-describe.each(["thread", "process"] as const)("chat logprobs (%s workers)", (isolation) => {
+describe.each(MODES)("chat logprobs (%s workers)", (isolation) => {
   const request = () => ({
     model: TINY_MODEL,
     messages: [{ role: "user" as const, content: `tell me ${randomUUID()}` }],

@@ -210,6 +210,57 @@ describe("tool_choice", () => {
   });
 });
 
+describe("tools on the llama-server engine", () => {
+  let llamaServer: TestServer;
+
+  beforeAll(async () => {
+    llamaServer = await startTestServer({ workers: 1, slots: 2, engine: "llama-server" });
+  });
+
+  afterAll(async () => {
+    await llamaServer?.close();
+  });
+
+  it('"auto" and "none" document the tools in the same prompt and answer (calls are read from the text)', async () => {
+    const messages = conversation();
+    const none = await llamaServer.client.chat.completions.create({
+      model: TINY_MODEL,
+      messages,
+      tools: [WEATHER],
+      tool_choice: "none",
+      max_tokens: 6,
+      seed: 1,
+    });
+    const auto = await llamaServer.client.chat.completions.create({
+      model: TINY_MODEL,
+      messages,
+      tools: [WEATHER],
+      tool_choice: "auto",
+      max_tokens: 6,
+      seed: 1,
+    });
+    const bare = await llamaServer.client.chat.completions.create({ model: TINY_MODEL, messages, max_tokens: 6, seed: 1 });
+    expect(auto.choices[0]!.finish_reason).toBe("length");
+    expect(none.usage!.prompt_tokens).toBe(auto.usage!.prompt_tokens);
+    expect(auto.usage!.prompt_tokens).toBeGreaterThan(bare.usage!.prompt_tokens + 50);
+    // The second request found the first one's prompt in the slot.
+    expect(auto.usage!.prompt_tokens_details?.cached_tokens).toBeGreaterThanOrEqual(auto.usage!.prompt_tokens - 1);
+  });
+
+  for (const choice of ["required", { type: "function", function: { name: "get_weather" } }] as const) {
+    it(`refuses tool_choice ${JSON.stringify(choice)} with a 400 naming tool_choice (it needs a grammar this engine does not build)`, async () => {
+      const response = await postRaw(
+        llamaServer.baseURL,
+        "/chat/completions",
+        JSON.stringify({ model: TINY_MODEL, messages: conversation(), tools: [WEATHER], tool_choice: choice, max_tokens: 40 }),
+      );
+      expect(response.status).toBe(400);
+      expect(response.json.error).toMatchObject({ type: "invalid_request_error", code: "unsupported_parameter", param: "tool_choice" });
+      expect(String((response.json.error as { message: string }).message)).toMatch(/tool_choice: auto/);
+    });
+  }
+});
+
 describe("bad tool requests get a 400 naming the field", () => {
   const user = [{ role: "user", content: "hi" }];
   const call = { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city": "Oslo", "unit": "C"}' } };

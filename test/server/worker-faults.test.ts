@@ -1,4 +1,5 @@
-// A worker killed mid-run, in each isolation (a crash in its thread, SIGKILL of its process):
+// A worker killed mid-run, in each isolation (a crash in its thread, SIGKILL of its process)
+// and with each engine (SIGKILL of a llama-server worker's process):
 // no request without a first token is lost (they are placed again on the live worker), the
 // worker comes back with the live settings, the server never stops answering.
 import { until } from "../helpers/until.js";
@@ -65,25 +66,33 @@ async function untilGenerating(server: TestServer, workerId: string, decoded: nu
 /** Kills a worker for real: a crash in its thread (its fatal path), SIGKILL of its process. */
 async function kill(server: TestServer, workerId: string): Promise<void> {
   const engine = server.radixgate.fleet.get(workerId)!.engine;
-  if (engine.options.isolation === "process") process.kill(engine.pid!, "SIGKILL");
+  if (engine.isolation === "process") process.kill(engine.pid!, "SIGKILL");
   else await engine.crash();
 }
 
-// Thread isolation is the default on CPU and on a one-GPU box: it goes first.
-describe.each(["thread", "process"] as const)("%s isolation: a worker that dies", (isolation) => {
+/** Every way a worker runs; thread isolation is the default on CPU and on a one-GPU box: it goes first. */
+const WORKER_MODES = [
+  { mode: "thread isolation", isolation: "thread", engine: "node-llama-cpp" },
+  { mode: "process isolation", isolation: "process", engine: "node-llama-cpp" },
+  // A llama-server worker is a process of its own.
+  { mode: "the llama-server engine", isolation: "process", engine: "llama-server" },
+] as const;
+
+describe.each(WORKER_MODES)("$mode: a worker that dies", ({ isolation, engine }) => {
   let server: TestServer;
 
   beforeAll(async () => {
-    server = await startTestServer({ workers: 2, slots: 1, policy: "roundrobin", isolation });
+    server = await startTestServer({ workers: 2, slots: 1, policy: "roundrobin", isolation, engine });
   });
 
   afterAll(async () => {
     await server?.close();
   });
 
-  it(`runs every worker as a ${isolation}`, async () => {
+  it(`runs every worker as a ${isolation} of the ${engine} engine`, async () => {
     const { workers } = await healthOf(server);
     expect(workers.map((worker) => worker.isolation)).toEqual([isolation, isolation]);
+    expect(workers.map((worker) => worker.engine)).toEqual([engine, engine]);
     const pids = server.radixgate.fleet.workers.map((worker) => worker.engine.pid);
     if (isolation === "process") expect(pids.every((pid) => typeof pid === "number" && pid !== process.pid)).toBe(true);
     else expect(pids).toEqual([undefined, undefined]);
@@ -196,11 +205,11 @@ describe.each(["thread", "process"] as const)("%s isolation: a worker that dies"
   });
 });
 
-describe("deadlines kept by the host", () => {
+describe.each(WORKER_MODES.filter((mode) => mode.isolation === "process"))("deadlines kept by the host, $mode", ({ engine }) => {
   let frozen: TestServer;
 
   beforeAll(async () => {
-    frozen = await startTestServer({ workers: 1, slots: 2, isolation: "process", requestTimeoutMs: 1500 });
+    frozen = await startTestServer({ workers: 1, slots: 2, isolation: "process", engine, requestTimeoutMs: 1500 });
   });
 
   afterAll(async () => {

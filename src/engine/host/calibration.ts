@@ -12,7 +12,7 @@ import { cpus } from "node:os";
 import { join } from "node:path";
 import { MODELS_DIR } from "../../common/models-dir.js";
 import { TimeModel, type CopySample, type DecodeSample, type PrefillSample, type TimeModelCoefficients } from "../../scheduler/time-model.js";
-import type { WorkerHandle } from "./worker-handle.js";
+import type { WorkerEngine } from "./worker-engine.js";
 import type { LoadResult, ProfileOptions, ProfileResult, WorkerInit } from "../wire/protocol.js";
 
 /** Bumped whenever the profile procedure changes, so older cache files are not reused. */
@@ -96,7 +96,7 @@ export function calibrationCachePath(identity: CalibrationIdentity, cacheDir: st
  * idle: a profile taken while other slots are busy is used but not cached).
  */
 export async function calibrate(
-  worker: Pick<WorkerHandle, "profile">,
+  worker: Pick<WorkerEngine, "profile">,
   identity: CalibrationIdentity,
   cacheDir: string = DEFAULT_CALIBRATION_DIR,
   options: ProfileOptions = {},

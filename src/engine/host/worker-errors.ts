@@ -12,6 +12,17 @@ export class ResponseFormatError extends Error {
   override name = "ResponseFormatError";
 }
 
+/** The request asks for something this worker's engine cannot do; `param` names the request field. */
+export class UnsupportedOnEngineError extends Error {
+  override name = "UnsupportedOnEngineError";
+  constructor(
+    message: string,
+    readonly param: string,
+  ) {
+    super(message);
+  }
+}
+
 /** Any other failure of a task in the worker. */
 export class WorkerTaskError extends Error {
   override name = "WorkerTaskError";

@@ -15,12 +15,13 @@ import type {
   WorkerTask,
   GenerateTask,
 } from "../wire/protocol.js";
-import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
+import type { FinishReason, GenerationResult } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./runners.js";
 import { rememberBindingTests } from "./tested-bindings.js";
+import type { GenerateHooks, Isolation, WorkerEngine } from "./worker-engine.js";
 
-export type Isolation = "thread" | "process";
+export type { GenerateHooks, Isolation };
 
 export interface WorkerHandleOptions {
   isolation: Isolation;
@@ -28,15 +29,8 @@ export interface WorkerHandleOptions {
   env?: Record<string, string>;
 }
 
-export interface GenerateHooks {
-  /** The worker took a slot for the request; cachedTokens is known from here on. */
-  onStarted?: (event: Extract<GenerationEvent, { type: "started" }>) => void;
-  onText?: (text: string, logprobs?: TokenLogprob[]) => void;
-  /** Aborting cancels the generation by message; the promise then resolves with finishReason "cancelled". */
-  signal?: AbortSignal;
-}
-
-export class WorkerHandle {
+export class WorkerHandle implements WorkerEngine {
+  readonly kind = "node-llama-cpp";
   private runner: WorkerRunner;
   private inFlightCount = 0;
   /** Generations sent to this worker so far, across restarts: the source of generation ids. */
@@ -65,6 +59,10 @@ export class WorkerHandle {
 
   get id(): string {
     return this.init.workerId;
+  }
+
+  get isolation(): Isolation {
+    return this.options.isolation;
   }
 
   get inFlight(): number {

@@ -9,24 +9,8 @@ import { join } from "node:path";
 import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import type { CopySample, DecodeSample, PrefillSample } from "../../scheduler/time-model.js";
 import type { ProfileOptions, ProfileResult } from "../wire/protocol.js";
+import { profileSizes, repeatsOf, WARM_EXTENDS } from "../wire/profile-plan.js";
 import { defaultStateDir } from "./state-store.js";
-
-/** Cold prompt lengths: 32, 128, 512 and min(2048, contextSize / 2), those that fit. */
-export function defaultProfileSizes(contextSize: number): number[] {
-  const largest = Math.min(2048, Math.floor(contextSize / 2));
-  return [...new Set([32, 128, 512, largest])].filter((n) => n >= 1 && n <= largest).sort((a, b) => a - b);
-}
-
-/** Prompts this short are timed 3 times and the fastest kept (on a shared machine, noise only ever adds time). */
-const repeatsOf = (tokens: number) => (tokens < 256 ? 3 : 1);
-
-/**
- * Suffixes timed on top of the largest cached prompt. Measured on CPU (tiny model, 2k cached):
- * a 32-token suffix took 31 ms but a 128-token one 5 ms: llama.cpp evaluates small batches on a
- * long context at about the decode cost per token. The linear form cannot follow that; the
- * samples keep it so the fit sees it, and online refinement tracks the real traffic's shapes.
- */
-const WARM_EXTENDS = [32, 128, 512];
 
 /**
  * Times prefills, decoding and a state save + load in `sequence` (an idle slot: the caller
@@ -40,10 +24,7 @@ export async function profileSequence(
   const started = performance.now();
   const contextSize = sequence.contextSize;
   const decodeTokens = Math.max(0, Math.floor(options.decodeTokens ?? 16));
-  const sizes = [...new Set(options.sizes ?? defaultProfileSizes(contextSize))]
-    .filter((n) => Number.isInteger(n) && n >= 1 && n + decodeTokens + 1 <= contextSize)
-    .sort((a, b) => a - b);
-  if (sizes.length === 0) throw new RangeError(`profile: no prompt size fits a context of ${contextSize} tokens`);
+  const sizes = profileSizes(options.sizes, contextSize, decodeTokens);
   const random = randomTokens(model, options.seed ?? 1);
   const stateDir = defaultStateDir();
   const statePath = join(stateDir, `radixgate-profile-${process.pid}-${randomUUID()}.state`);

@@ -37,6 +37,7 @@ import {
 } from "../wire/protocol.js";
 import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
+import { cancelledInQueue } from "../wire/generation-results.js";
 import { BatchGate } from "./batch-gate.js";
 import { GrammarRefusedError, grammarFor } from "./grammars.js";
 import { LogprobRecorder } from "./logprobs.js";
@@ -443,24 +444,6 @@ const GREEDY_BELOW = 1e-6;
 
 function samplingTemperature(temperature: number): number {
   return temperature < GREEDY_BELOW ? 0 : temperature;
-}
-
-function cancelledInQueue(promptTokens: number, queueMs: number): GenerationResult {
-  return {
-    text: "",
-    finishReason: "cancelled",
-    promptTokens,
-    cachedTokens: 0,
-    restoredTokens: 0,
-    evictedTokens: 0,
-    spilledTokens: 0,
-    completionTokens: 0,
-    slot: -1,
-    heldPromptTokens: 0,
-    queueMs,
-    prefillMs: 0,
-    totalMs: queueMs,
-  };
 }
 
 /**

@@ -36,6 +36,7 @@ export function healthRoute(
         finished: statusOf.get(worker.id)?.finished,
         restarts: statusOf.get(worker.id)?.restarts ?? 0,
         isolation: statusOf.get(worker.id)?.isolation,
+        engine: statusOf.get(worker.id)?.engine,
       })),
     });
   });

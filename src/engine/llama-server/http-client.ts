@@ -1,0 +1,45 @@
+// Requests to a llama-server process, each on a connection of its own. Reusing kept-alive
+// connections (what fetch does) races with the server closing an idle one: a request written
+// just as it closes fails with "other side closed" although the server never saw it, and a
+// generation cannot be sent twice blindly. A fresh loopback connection costs well under a
+// millisecond; llama-server's slot loop runs for far longer per request.
+import { request, type IncomingMessage } from "node:http";
+
+export interface ServerResponse {
+  status: number;
+  body: IncomingMessage;
+}
+
+/** Sends one request; resolves once the response's status line is in. Aborting the signal closes the connection. */
+export function send(url: string, method: "GET" | "POST", body?: unknown, signal?: AbortSignal): Promise<ServerResponse> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const outgoing = request(
+      url,
+      {
+        method,
+        agent: false,
+        headers: payload === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+        ...(signal ? { signal } : {}),
+      },
+      (response) => resolve({ status: response.statusCode ?? 0, body: response }),
+    );
+    outgoing.once("error", reject);
+    outgoing.end(payload);
+  });
+}
+
+/** The whole body as text. */
+export async function textOf(response: ServerResponse): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of response.body) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** A JSON answer, or an error naming the path and the server's own message. */
+export async function jsonOf(url: string, method: "GET" | "POST", body?: unknown): Promise<unknown> {
+  const response = await send(url, method, body);
+  const text = await textOf(response);
+  if (response.status !== 200) throw new Error(`llama-server ${method} ${new URL(url).pathname} answered ${response.status}: ${text}`);
+  return JSON.parse(text) as unknown;
+}

@@ -1,0 +1,356 @@
+// A worker whose engine is llama.cpp's own server: one llama-server process per worker,
+// started and restarted by this host, driven over HTTP on loopback. The slot loop, batching
+// and sampling are llama-server's C++; what stays here is what makes the global tree exact:
+// the host runs the worker's local scheduler (priority groups, the slot sharing the longest
+// prefix, else LRU) and sends each request to the slot it chose (`id_slot`), so it knows what
+// every slot holds, token for token, without asking. The server's own prompt cache in RAM is
+// turned off (`--cache-ram 0`): a prefix it restored behind our back would be a hit the tree
+// could not see.
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { commonPrefixLength } from "../../common/tokens.js";
+import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
+import type { SamplingParams } from "../../contract/sampling.js";
+import { LocalScheduler } from "../../scheduler/local-scheduler.js";
+import { defaultStateDir } from "../worker/state-store.js";
+import { modelFingerprint } from "../worker/model-fingerprint.js";
+import type { ExportResult, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
+import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
+import type { GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
+import { cancelledInQueue } from "../wire/generation-results.js";
+import { completionBody, readCompletionStream, type CompletionEnd } from "./completion-request.js";
+import { jsonOf, send, textOf } from "./http-client.js";
+import { profileOverHttp } from "./profile.js";
+import { LlamaServerProcess, llamaServerArgs } from "./server-process.js";
+
+export interface LlamaServerEngineOptions {
+  /** The llama-server binary (binary.ts finds it). */
+  binary: string;
+  /** Extra environment, e.g. CUDA_VISIBLE_DEVICES=1 to pin it to one GPU. */
+  env?: Record<string, string>;
+  /** More command-line arguments, after Radixgate's own. */
+  extraArgs?: string[];
+}
+
+/** One run of the process: a restart makes a new one. */
+interface Life {
+  server: LlamaServerProcess;
+  slots: LocalScheduler;
+  /** What each slot holds as far as this host sent it: prompt, then the generated tokens. */
+  held: number[][];
+  died: Promise<string>;
+  dead: boolean;
+}
+
+export class LlamaServerEngine implements WorkerEngine {
+  readonly kind = "llama-server";
+  readonly isolation: Isolation = "process";
+  readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
+  private life: Life | undefined;
+  private loadResult: LoadResult | undefined;
+  private inFlightCount = 0;
+  private generations = 0;
+  /** Tokens streamed back by the server, counted as they arrive (its own counters move only when a request ends). */
+  private decodedTokens = 0;
+  private readonly idleWaiters: (() => void)[] = [];
+  private closing = false;
+
+  constructor(
+    readonly init: WorkerInit,
+    private readonly options: LlamaServerEngineOptions,
+  ) {}
+
+  get id(): string {
+    return this.init.workerId;
+  }
+
+  get died(): Promise<string> {
+    if (!this.life) return new Promise(() => undefined);
+    return this.life.died;
+  }
+
+  get pid(): number | undefined {
+    return this.life?.server.pid;
+  }
+
+  get inFlight(): number {
+    return this.inFlightCount;
+  }
+
+  get info(): LoadResult | undefined {
+    return this.loadResult;
+  }
+
+  /** Slot files (erase, save, restore) live here: llama-server takes slot actions only with one. */
+  private get slotDir(): string {
+    return join(this.init.spill.dir || defaultStateDir(), `radixgate-${this.init.hostPid}-${this.init.workerId}-slots`);
+  }
+
+  async start(): Promise<LoadResult> {
+    const started = performance.now();
+    await mkdir(this.slotDir, { recursive: true });
+    const args = [
+      ...llamaServerArgs({
+        modelPath: this.init.modelPath,
+        slots: this.init.slots,
+        contextPerSlot: this.init.contextSize,
+        batchSize: this.init.batchSize,
+        threads: this.init.threads,
+        flashAttention: this.init.flashAttention,
+        gpu: this.init.gpu !== false,
+      }),
+      ["--cache-ram", "0"],
+      ["--slots", "--metrics"],
+      ["--slot-save-path", this.slotDir],
+      ...(this.options.extraArgs ?? []),
+    ].flat();
+    const server = await LlamaServerProcess.start({ binary: this.options.binary, args, env: this.options.env ?? {} });
+    const held: number[][] = Array.from({ length: this.init.slots }, () => []);
+    const life: Life = {
+      server,
+      held,
+      slots: new LocalScheduler(
+        {
+          slots: this.init.slots,
+          priorityGroups: this.init.local.priorityGroups,
+          quotaPerGroup: this.init.local.quotaPerGroup,
+          now: () => performance.now(),
+        },
+        { tokensOfSlot: (slot) => held[slot] ?? [] },
+      ),
+      dead: false,
+      died: undefined as unknown as Promise<string>,
+    };
+    life.died = server.exited.then((reason) => {
+      life.dead = true;
+      // Requests still waiting for one of its slots fail with it (and are placed again).
+      for (const waiting of this.waitingIds) life.slots.cancel(waiting);
+      return this.closing ? new Promise<string>(() => undefined) : reason;
+    });
+    this.life = life;
+    const props = (await this.getJson("/props")) as { default_generation_settings?: { n_ctx?: number } };
+    const models = (await this.getJson("/v1/models")) as { data?: { meta?: { n_ctx_train?: number } }[] };
+    const loaded: LoadResult = {
+      workerId: this.id,
+      backend: this.init.gpu === false ? "cpu" : String(this.init.gpu),
+      binary: "llama-server",
+      contextSize: props.default_generation_settings?.n_ctx ?? this.init.contextSize,
+      slots: this.init.slots,
+      trainContextSize: models.data?.[0]?.meta?.n_ctx_train ?? 0,
+      loadMs: performance.now() - started,
+      modelFingerprint: await modelFingerprint(this.init.modelPath),
+      // node-llama-cpp's binary tests do not concern a llama-server process.
+      bindingTests: { passed: [], ran: 0 },
+    };
+    this.loadResult = loaded;
+    return loaded;
+  }
+
+  async restart(): Promise<LoadResult> {
+    await this.life?.server.close(1000).catch(() => undefined);
+    return this.start();
+  }
+
+  /** Ids of generations waiting for a slot now, so a death can fail them. */
+  private readonly waitingIds = new Set<string>();
+
+  async generate(_requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+    const life = this.life;
+    if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
+    const body0 = completionBody(tokens, 0, sampling);
+    const generationId = `${this.id}-g${++this.generations}`;
+    const queuedAt = performance.now();
+    this.inFlightCount++;
+    const cancelQueued = () => life.slots.cancel(generationId);
+    hooks.signal?.addEventListener("abort", cancelQueued, { once: true });
+    try {
+      this.waitingIds.add(generationId);
+      const grant = hooks.signal?.aborted ? undefined : await life.slots.acquire(generationId, tokens);
+      this.waitingIds.delete(generationId);
+      if (life.dead) {
+        if (grant) life.slots.release(grant.slot);
+        throw new WorkerDiedError(`worker ${this.id} died while the request waited for a slot`);
+      }
+      if (!grant) return this.count(cancelledInQueue(tokens.length, performance.now() - queuedAt));
+      return await this.runInSlot(life, grant.slot, tokens, { ...body0, id_slot: grant.slot }, sampling, hooks, queuedAt);
+    } finally {
+      this.waitingIds.delete(generationId);
+      hooks.signal?.removeEventListener("abort", cancelQueued);
+      this.inFlightCount--;
+      if (this.inFlightCount === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
+  }
+
+  private async runInSlot(
+    life: Life,
+    slot: number,
+    tokens: readonly number[],
+    body: Record<string, unknown>,
+    sampling: SamplingParams,
+    hooks: GenerateHooks,
+    queuedAt: number,
+  ): Promise<GenerationResult> {
+    const startedAt = performance.now();
+    // llama-server evaluates at least the last prompt token again, whatever it holds.
+    const predictedCached = Math.min(commonPrefixLength(life.held[slot]!, tokens), Math.max(0, tokens.length - 1));
+    hooks.onStarted?.({ type: "started", slot, cachedTokens: predictedCached, queueMs: startedAt - queuedAt, restoredTokens: 0 });
+    const abort = new AbortController();
+    const cancel = () => abort.abort();
+    if (hooks.signal?.aborted) cancel();
+    hooks.signal?.addEventListener("abort", cancel, { once: true });
+    const generated: number[] = [];
+    const texts: string[] = [];
+    const logprobs: TokenLogprob[] = [];
+    let firstPieceAt: number | undefined;
+    let end: CompletionEnd | undefined;
+    try {
+      const response = await send(`${life.server.baseURL}/completion`, "POST", body, abort.signal);
+      if (response.status !== 200) throw refusalOf(response.status, await textOf(response), sampling);
+      end = await readCompletionStream(response.body, sampling.logprobs, (piece) => {
+        firstPieceAt ??= performance.now();
+        generated.push(...piece.tokens);
+        this.decodedTokens += piece.tokens.length;
+        if (piece.logprobs) logprobs.push(...piece.logprobs);
+        if (piece.text) {
+          texts.push(piece.text);
+          hooks.onText?.(piece.text, piece.logprobs);
+        }
+      });
+    } catch (error) {
+      if (error instanceof ResponseFormatError || error instanceof WorkerTaskError) throw error;
+      if (!abort.signal.aborted) {
+        // A dropped connection is a death when the process is gone (its exit may be reported a moment later).
+        const exited = await Promise.race([life.server.exited.then(() => true), sleep(500).then(() => false)]);
+        if (exited || life.dead) throw new WorkerDiedError(`${this.id}: ${await life.server.exited}`);
+        throw new WorkerTaskError(`llama-server request failed: ${(error as Error).message}`);
+      }
+    } finally {
+      hooks.signal?.removeEventListener("abort", cancel);
+      // What the slot holds now: the prompt and what was generated but the last token (sampled,
+      // never evaluated); after a cancel in the prefill, an unknown part of the prompt: nothing.
+      life.held[slot] = end || firstPieceAt !== undefined ? [...tokens, ...generated.slice(0, -1)] : [];
+      life.slots.release(slot);
+    }
+    const now = performance.now();
+    const finishReason: FinishReason = !end ? "cancelled" : end.stopType === "limit" ? "length" : "stop";
+    return this.count({
+      text: texts.join(""),
+      ...(sampling.logprobs !== undefined ? { logprobs } : {}),
+      finishReason,
+      promptTokens: tokens.length,
+      cachedTokens: end ? end.cachedTokens : predictedCached,
+      restoredTokens: 0,
+      evictedTokens: 0,
+      spilledTokens: 0,
+      completionTokens: end ? end.tokensPredicted : generated.length,
+      slot,
+      heldPromptTokens: end || firstPieceAt !== undefined ? tokens.length : 0,
+      queueMs: startedAt - queuedAt,
+      prefillMs: (firstPieceAt ?? now) - startedAt,
+      totalMs: now - queuedAt,
+    });
+  }
+
+  private count(result: GenerationResult): GenerationResult {
+    this.finished[result.finishReason]++;
+    return result;
+  }
+
+  whenIdle(): Promise<void> {
+    if (this.inFlightCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The tokens this host sent to the slot and got back from it: what the slot holds. */
+  heldTokens(slot: number): readonly number[] {
+    return this.life?.held[slot] ?? [];
+  }
+
+  async profile(options: ProfileOptions = {}): Promise<ProfileResult> {
+    const life = this.requireLife();
+    const slot = life.slots.reserveIdle(() => true);
+    if (slot === undefined) throw new WorkerTaskError(`worker ${this.id}: no idle slot to profile in`);
+    try {
+      const result = await profileOverHttp(life.server.baseURL, slot, this.loadResult!.contextSize, options);
+      return { workerId: this.id, slot, otherBusySlots: life.slots.busyCount - 1, stateDir: this.slotDir, copy: [], ...result };
+    } finally {
+      life.held[slot] = [];
+      life.slots.release(slot);
+    }
+  }
+
+  /** Copies between llama-server workers are not made yet: the policy's copy then costs nothing but its try. */
+  async exportPrefix(): Promise<ExportResult | null> {
+    return null;
+  }
+
+  async importState(): Promise<ImportResult> {
+    throw new WorkerTaskError(`worker ${this.id} (llama-server engine) does not take in state files`);
+  }
+
+  async stats(): Promise<WorkerStats> {
+    const life = this.requireLife();
+    const metrics = await textOf(await send(`${life.server.baseURL}/metrics`, "GET"));
+    const counter = (name: string) => Number(new RegExp(`^llamacpp:${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0);
+    const now = performance.now();
+    return {
+      // llama-server's counters of finished requests: llama_decode calls and prompt tokens evaluated.
+      steps: counter("n_decode_total"),
+      decodeTokens: this.decodedTokens,
+      prefillTokens: counter("prompt_tokens_total"),
+      storedStates: 0,
+      storedBytes: 0,
+      local: { ...this.init.local },
+      slots: life.held.map((tokens, slot) => ({
+        slot,
+        tokens: tokens.length,
+        preview: "",
+        busy: life.slots.isBusy(slot),
+        idleMs: Number.isFinite(life.slots.lastUsedMs(slot)) ? now - life.slots.lastUsedMs(slot) : null,
+      })),
+      waitingByGroup: life.slots.waitingByGroup(),
+    };
+  }
+
+  async configure(local: WorkerInit["local"]): Promise<void> {
+    this.init.local = local;
+    this.life?.slots.configure(local);
+  }
+
+  async crash(): Promise<void> {
+    this.requireLife().server.kill();
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    await this.whenIdle();
+    await this.life?.server.close();
+    await rm(this.slotDir, { recursive: true, force: true });
+  }
+
+  private requireLife(): Life {
+    if (!this.life || this.life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
+    return this.life;
+  }
+
+  private getJson(path: string): Promise<unknown> {
+    return jsonOf(`${this.requireLife().server.baseURL}${path}`, "GET");
+  }
+}
+
+/**
+ * A generation the server refused before it began. A 400 for a request with a JSON schema is
+ * the schema's fault (llama-server could not turn it into a grammar); anything else is ours.
+ */
+function refusalOf(status: number, text: string, sampling: SamplingParams): Error {
+  let message = text;
+  try {
+    message = (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? text;
+  } catch {
+    // Not JSON: keep the text.
+  }
+  if (status === 400 && sampling.responseFormat !== undefined) return new ResponseFormatError(message);
+  return new WorkerTaskError(`llama-server answered ${status}: ${message}`);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
