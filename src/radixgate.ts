@@ -48,7 +48,10 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
   );
   let fleet: Fleet;
   try {
-    [fleet] = await Promise.all([Fleet.start(config, modelPaths), ...config.models.map((model) => preparer.warmUp(model.id))]);
+    [fleet] = await Promise.all([
+      Fleet.start(config, modelPaths, { toolCallGrammar: (constraint) => preparer.toolCallGrammar(constraint) }),
+      ...config.models.map((model) => preparer.warmUp(model.id)),
+    ]);
   } catch (error) {
     await preparer.close();
     throw error;

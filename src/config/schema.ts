@@ -56,6 +56,12 @@ export const ModelConfigSchema = Type.Object(
           description:
             "The llama-server binary of `engine: llama-server`; empty = the build `npm run build:llama-server` made from node-llama-cpp's bundled llama.cpp.",
         }),
+        cacheRamMiB: Type.Integer({
+          minimum: -1,
+          default: 8192,
+          description:
+            "llama-server's prompt cache in RAM per worker, MiB (--cache-ram; 0 = off, -1 = no limit). On, a request can find more cached than the placement tree knows; off, the tree is exact.",
+        }),
         args: Type.Array(Type.String(), { default: [], description: 'More llama-server arguments, after Radixgate\'s own (e.g. ["--mlock"]).' }),
       },
       SETTINGS_OBJECT,

@@ -10,7 +10,7 @@ import { WorkerHandle } from "../engine/host/worker-handle.js";
 import type { EngineKind, Isolation, WorkerEngine } from "../engine/host/worker-engine.js";
 import type { WorkerInit } from "../engine/wire/protocol.js";
 import { findLlamaServer } from "../engine/llama-server/binary.js";
-import { LlamaServerEngine } from "../engine/llama-server/llama-server-engine.js";
+import { LlamaServerEngine, type LlamaServerEngineOptions } from "../engine/llama-server/llama-server-engine.js";
 import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
 import { probeGpus } from "../engine/host/gpu-probe.js";
 
@@ -53,6 +53,8 @@ export interface FleetStatus {
   workers: WorkerStatus[];
 }
 
+export type EngineServices = Pick<LlamaServerEngineOptions, "toolCallGrammar">;
+
 export interface FleetHooks {
   onWorkerDown(workerId: string, reason: string): void;
   onWorkerUp(workerId: string): void;
@@ -80,7 +82,11 @@ export class Fleet {
   }
 
   /** Starts every worker of every model; resolves once all have loaded (fails if any fails). */
-  static async start(config: Config, modelPaths: Map<string, string>, detect = probeGpus): Promise<Fleet> {
+  /**
+   * `services`: what an engine needs of the host beyond its model, e.g. tool-call grammars
+   * built by the prompt threads for the llama-server engine.
+   */
+  static async start(config: Config, modelPaths: Map<string, string>, services: EngineServices = {}, detect = probeGpus): Promise<Fleet> {
     const workers: FleetWorker[] = [];
     for (const { workerId, model, isolation, env } of await planFleet(config, detect)) {
       const init: WorkerInit = {
@@ -99,7 +105,13 @@ export class Fleet {
       };
       const engine =
         model.engine === "llama-server"
-          ? new LlamaServerEngine(init, { binary: await findLlamaServer(model.llamaServer.binary || undefined), env, extraArgs: model.llamaServer.args })
+          ? new LlamaServerEngine(init, {
+              binary: await findLlamaServer(model.llamaServer.binary || undefined),
+              env,
+              extraArgs: model.llamaServer.args,
+              cacheRamMiB: model.llamaServer.cacheRamMiB,
+              ...(services.toolCallGrammar ? { toolCallGrammar: services.toolCallGrammar } : {}),
+            })
           : new WorkerHandle(init, { isolation, env });
       workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
     }

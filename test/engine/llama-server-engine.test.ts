@@ -30,12 +30,15 @@ const greedy = (maxTokens: number, extra: Partial<SamplingParams> = {}): Samplin
 /** Deterministic ordinary token ids of the tiny model (ids 261-1260: past its specials, inside its 1579-token vocabulary). */
 const tokensOf = (seed: number, count: number) => Array.from({ length: count }, (_, i) => 261 + ((seed * 7919 + i * 104729) % 1000));
 
-describe("the llama-server engine", () => {
+describe("the llama-server engine, its RAM prompt cache off (an exact tree)", () => {
   let engine: LlamaServerEngine;
 
   beforeAll(async () => {
     const modelPath = await ensureModel("tiny");
-    engine = new LlamaServerEngine(workerInit(modelPath, { workerId: "ls-test", slots: 2, contextSize: 1024 }), { binary: await findLlamaServer(undefined) });
+    engine = new LlamaServerEngine(workerInit(modelPath, { workerId: "ls-test", slots: 2, contextSize: 1024 }), {
+      binary: await findLlamaServer(undefined),
+      cacheRamMiB: 0,
+    });
     await engine.start();
   });
 
@@ -164,7 +167,7 @@ describe("the llama-server engine", () => {
     expect(object.text.trimStart().startsWith("{")).toBe(true);
   });
 
-  it("refuses a required tool call (it needs a grammar this engine does not build), naming tool_choice", async () => {
+  it("refuses a required tool call when it was given no way to build its grammar, naming tool_choice", async () => {
     const refused = engine.generate(
       "tools",
       tokensOf(950, 10),
@@ -191,6 +194,33 @@ describe("the llama-server engine", () => {
     await engine.restart();
     expect((await engine.stats()).slots.every((slot) => slot.tokens === 0)).toBe(true);
     expect((await engine.generate("back", tokensOf(962, 10), greedy(2))).completionTokens).toBe(2);
+  });
+});
+
+describe("the llama-server engine with its RAM prompt cache (the default)", () => {
+  let engine: LlamaServerEngine;
+
+  beforeAll(async () => {
+    engine = new LlamaServerEngine(workerInit(await ensureModel("tiny"), { workerId: "ls-cache", slots: 2, contextSize: 1024 }), {
+      binary: await findLlamaServer(undefined),
+    });
+    await engine.start();
+  });
+
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  it("finds an evicted prompt in RAM: more cached than the host predicted, never less", async () => {
+    const first = tokensOf(1100, 150);
+    await engine.generate("a", first, greedy(2));
+    await engine.generate("b", tokensOf(1101, 150), greedy(2));
+    // Evicts the least recently used slot: the first prompt's.
+    await engine.generate("c", tokensOf(1102, 150), greedy(2));
+    let predicted = -1;
+    const again = await engine.generate("a again", [...first, ...tokensOf(1103, 20)], greedy(2), { onStarted: (event) => (predicted = event.cachedTokens) });
+    expect(predicted).toBe(0);
+    expect(again.cachedTokens).toBeGreaterThanOrEqual(first.length);
   });
 });
 

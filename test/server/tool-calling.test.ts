@@ -10,17 +10,20 @@ type Message = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type Tool = OpenAI.Chat.Completions.ChatCompletionTool;
 
 let server: TestServer;
-/** The same server with process workers, for the tool loop in both isolations. */
+/** The same server with process workers, and one on the llama-server engine, for the tool loop in every mode. */
 let processServer: TestServer;
+let llamaServer: TestServer;
 
 beforeAll(async () => {
   server = await startTestServer({ workers: 2, slots: 2 });
   processServer = await startTestServer({ workers: 1, slots: 2, isolation: "process" });
+  llamaServer = await startTestServer({ workers: 1, slots: 2, engine: "llama-server" });
 });
 
 afterAll(async () => {
   await server?.close();
   await processServer?.close();
+  await llamaServer?.close();
 });
 
 const WEATHER: Tool = {
@@ -86,10 +89,10 @@ function expectWeatherCall(name: string, args: string) {
   expect(["C", "F"]).toContain(parsed.unit);
 }
 
-describe.each(["thread", "process"] as const)("a tool loop: user, tool call, tool result, answer (%s workers)", (isolation) => {
+describe.each(["thread", "process", "llama-server"] as const)("a tool loop: user, tool call, tool result, answer (%s workers)", (mode) => {
   for (const stream of [false, true]) {
     it(`${stream ? "streams" : "answers"} a required call, then answers from its result on a prompt that reuses the cached turn`, async () => {
-      const { client } = isolation === "thread" ? server : processServer;
+      const { client } = mode === "thread" ? server : mode === "process" ? processServer : llamaServer;
       const messages = conversation();
       const session = `loop-${randomUUID()}`;
       const first = {
@@ -211,16 +214,6 @@ describe("tool_choice", () => {
 });
 
 describe("tools on the llama-server engine", () => {
-  let llamaServer: TestServer;
-
-  beforeAll(async () => {
-    llamaServer = await startTestServer({ workers: 1, slots: 2, engine: "llama-server" });
-  });
-
-  afterAll(async () => {
-    await llamaServer?.close();
-  });
-
   it('"auto" and "none" document the tools in the same prompt and answer (calls are read from the text)', async () => {
     const messages = conversation();
     const none = await llamaServer.client.chat.completions.create({
@@ -247,18 +240,23 @@ describe("tools on the llama-server engine", () => {
     expect(auto.usage!.prompt_tokens_details?.cached_tokens).toBeGreaterThanOrEqual(auto.usage!.prompt_tokens - 1);
   });
 
-  for (const choice of ["required", { type: "function", function: { name: "get_weather" } }] as const) {
-    it(`refuses tool_choice ${JSON.stringify(choice)} with a 400 naming tool_choice (it needs a grammar this engine does not build)`, async () => {
-      const response = await postRaw(
-        llamaServer.baseURL,
-        "/chat/completions",
-        JSON.stringify({ model: TINY_MODEL, messages: conversation(), tools: [WEATHER], tool_choice: choice, max_tokens: 40 }),
-      );
-      expect(response.status).toBe(400);
-      expect(response.json.error).toMatchObject({ type: "invalid_request_error", code: "unsupported_parameter", param: "tool_choice" });
-      expect(String((response.json.error as { message: string }).message)).toMatch(/tool_choice: auto/);
-    });
-  }
+  it("calls the named function only, and exactly once without parallel calls", async () => {
+    for (const seed of [1, 2, 3]) {
+      const data = await llamaServer.client.chat.completions.create({
+        model: TINY_MODEL,
+        messages: conversation(),
+        tools: [WEATHER, TIME],
+        tool_choice: { type: "function", function: { name: "get_weather" } },
+        parallel_tool_calls: false,
+        max_tokens: 120,
+        seed,
+      });
+      expect(data.choices[0]!.finish_reason).toBe("tool_calls");
+      const calls = data.choices[0]!.message.tool_calls! as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall[];
+      expect(calls).toHaveLength(1);
+      expectWeatherCall(calls[0]!.function.name, calls[0]!.function.arguments);
+    }
+  });
 });
 
 describe("bad tool requests get a 400 naming the field", () => {

@@ -1,7 +1,17 @@
 // Host side of prompt preparation: a small piscina pool whose threads render chat templates
 // and tokenize (CPU-heavy for long prompts), so the event loop stays free.
 import { Piscina } from "piscina";
-import type { ChatPromptTask, PreparedPrompt, PromptModel, PromptTask, TextPromptTask, TokenizedText, VocabInfo } from "../wire/prompt-protocol.js";
+import type { ToolCallConstraint } from "../../contract/tools.js";
+import type {
+  ChatPromptTask,
+  PreparedPrompt,
+  PromptModel,
+  PromptTask,
+  TextPromptTask,
+  TokenizedText,
+  ToolCallGrammar,
+  VocabInfo,
+} from "../wire/prompt-protocol.js";
 import { threadEntry } from "./entry.js";
 
 export class PromptPreparer {
@@ -46,6 +56,11 @@ export class PromptPreparer {
       this.vocabs.set(modelId, info);
     }
     return info;
+  }
+
+  /** The GBNF text of a required tool call, for an engine that takes grammars as text (llama-server). */
+  toolCallGrammar(constraint: ToolCallConstraint): Promise<ToolCallGrammar> {
+    return this.pool.run({ kind: "tool-call-grammar", constraint } satisfies PromptTask) as Promise<ToolCallGrammar>;
   }
 
   /**

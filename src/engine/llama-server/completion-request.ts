@@ -6,17 +6,20 @@ import type { TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { UnsupportedOnEngineError } from "../host/worker-errors.js";
 
-export function completionBody(tokens: readonly number[], slot: number, sampling: SamplingParams): Record<string, unknown> {
-  if (sampling.toolCalls) {
+/**
+ * The body of one generation, but its slot (`id_slot`, set once the host has chosen one: the
+ * server must not pick another). `toolCall`: the grammar of a required tool call (made by the
+ * prompt threads' node-llama-cpp, the same one the embedded engine builds) and its end.
+ */
+export function completionBody(tokens: readonly number[], sampling: SamplingParams, toolCall?: { gbnf: string; stop: string }): Record<string, unknown> {
+  if (sampling.toolCalls && !toolCall) {
     throw new UnsupportedOnEngineError(
-      "`tool_choice` `required` or a named function needs a tool-call grammar, which the llama-server engine does not build; use `tool_choice: auto` or a model served by the node-llama-cpp engine",
+      "`tool_choice` `required` or a named function needs a tool-call grammar, which this llama-server worker was given no way to build; use `tool_choice: auto`",
       "tool_choice",
     );
   }
   const body: Record<string, unknown> = {
     prompt: [...tokens],
-    // The host's local scheduler chose the slot; the server must not pick another.
-    id_slot: slot,
     cache_prompt: true,
     stream: true,
     return_tokens: true,
@@ -32,14 +35,16 @@ export function completionBody(tokens: readonly number[], slot: number, sampling
     presence_penalty: sampling.presencePenalty ?? 0,
     frequency_penalty: sampling.frequencyPenalty ?? 0,
     seed: sampling.seed ?? -1,
-    stop: sampling.stop,
+    stop: toolCall ? [...sampling.stop, toolCall.stop] : sampling.stop,
   };
   if (sampling.logprobs !== undefined) {
     // The chosen token's own logprob comes with the candidates: ask for one at least.
     body.n_probs = Math.max(1, sampling.logprobs);
     body.post_sampling_probs = false;
   }
-  if (sampling.responseFormat?.type === "json_object") body.json_schema = { type: "object" };
+  if (toolCall) body.grammar = toolCall.gbnf;
+  // A required tool call's grammar replaces the response format's, as on the embedded engine.
+  else if (sampling.responseFormat?.type === "json_object") body.json_schema = { type: "object" };
   else if (sampling.responseFormat?.type === "json_schema") body.json_schema = sampling.responseFormat.schema;
   return body;
 }

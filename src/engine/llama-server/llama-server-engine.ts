@@ -3,14 +3,16 @@
 // and sampling are llama-server's C++; what stays here is what makes the global tree exact:
 // the host runs the worker's local scheduler (priority groups, the slot sharing the longest
 // prefix, else LRU) and sends each request to the slot it chose (`id_slot`), so it knows what
-// every slot holds, token for token, without asking. The server's own prompt cache in RAM is
-// turned off (`--cache-ram 0`): a prefix it restored behind our back would be a hit the tree
-// could not see.
+// every slot holds, token for token, without asking. Beyond its slots, llama-server keeps
+// prompts in a cache in RAM (`--cache-ram`) and loads one into the chosen slot when it matches
+// better than what the slot holds: a request can then find more cached than the host
+// predicted, never less. `cacheRamMiB: 0` turns that cache off and the prediction is exact.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { commonPrefixLength } from "../../common/tokens.js";
 import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
+import type { ToolCallConstraint } from "../../contract/tools.js";
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import { defaultStateDir } from "../worker/state-store.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
@@ -23,6 +25,9 @@ import { jsonOf, send, textOf } from "./http-client.js";
 import { profileOverHttp } from "./profile.js";
 import { LlamaServerProcess, llamaServerArgs } from "./server-process.js";
 
+/** llama-server's own default for `--cache-ram`. */
+export const LLAMA_SERVER_CACHE_RAM_MIB = 8192;
+
 export interface LlamaServerEngineOptions {
   /** The llama-server binary (binary.ts finds it). */
   binary: string;
@@ -30,6 +35,10 @@ export interface LlamaServerEngineOptions {
   env?: Record<string, string>;
   /** More command-line arguments, after Radixgate's own. */
   extraArgs?: string[];
+  /** llama-server's prompt cache in RAM, MiB (`--cache-ram`; 0 = off, -1 = no limit). Default: llama-server's 8192. */
+  cacheRamMiB?: number;
+  /** Builds the grammar of a required tool call (the prompt threads do: they hold node-llama-cpp). */
+  toolCallGrammar?: (constraint: ToolCallConstraint) => Promise<{ gbnf: string; stop: string }>;
 }
 
 /** One run of the process: a restart makes a new one. */
@@ -99,7 +108,7 @@ export class LlamaServerEngine implements WorkerEngine {
         flashAttention: this.init.flashAttention,
         gpu: this.init.gpu !== false,
       }),
-      ["--cache-ram", "0"],
+      ["--cache-ram", String(this.options.cacheRamMiB ?? LLAMA_SERVER_CACHE_RAM_MIB)],
       ["--slots", "--metrics"],
       ["--slot-save-path", this.slotDir],
       ...(this.options.extraArgs ?? []),
@@ -157,7 +166,8 @@ export class LlamaServerEngine implements WorkerEngine {
   async generate(_requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
     const life = this.life;
     if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
-    const body0 = completionBody(tokens, 0, sampling);
+    const toolCall = sampling.toolCalls && this.options.toolCallGrammar ? await this.options.toolCallGrammar(sampling.toolCalls) : undefined;
+    const body = completionBody(tokens, sampling, toolCall);
     const generationId = `${this.id}-g${++this.generations}`;
     const queuedAt = performance.now();
     this.inFlightCount++;
@@ -172,7 +182,7 @@ export class LlamaServerEngine implements WorkerEngine {
         throw new WorkerDiedError(`worker ${this.id} died while the request waited for a slot`);
       }
       if (!grant) return this.count(cancelledInQueue(tokens.length, performance.now() - queuedAt));
-      return await this.runInSlot(life, grant.slot, tokens, { ...body0, id_slot: grant.slot }, sampling, hooks, queuedAt);
+      return await this.runInSlot(life, grant.slot, tokens, { ...body, id_slot: grant.slot }, sampling, hooks, queuedAt);
     } finally {
       this.waitingIds.delete(generationId);
       hooks.signal?.removeEventListener("abort", cancelQueued);

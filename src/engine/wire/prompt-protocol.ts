@@ -1,6 +1,6 @@
 // Messages between the host and the prompt-preparation thread. Types only.
 import type { ChatTurn } from "../../contract/chat.js";
-import type { ToolCallSyntax, ToolFunction } from "../../contract/tools.js";
+import type { ToolCallConstraint, ToolCallSyntax, ToolFunction } from "../../contract/tools.js";
 
 export interface PromptModel {
   id: string;
@@ -44,12 +44,27 @@ export interface VocabInfo {
   longestTokenBytes: number;
 }
 
+/**
+ * The GBNF text of a required tool call (the grammar a node-llama-cpp worker builds itself),
+ * for an engine that takes a grammar as text: llama-server.
+ */
+export interface ToolCallGrammarTask {
+  kind: "tool-call-grammar";
+  constraint: ToolCallConstraint;
+}
+
+export interface ToolCallGrammar {
+  gbnf: string;
+  /** Where the generation ends (the grammar's closing): a stop string, trimmed from the text. */
+  stop: string;
+}
+
 /** Frees the tokenizers: a thread must never be terminated while llama.cpp objects live in it. */
 export interface DisposePromptTask {
   kind: "dispose";
 }
 
-export type PromptTask = ChatPromptTask | TextPromptTask | VocabTask | DisposePromptTask;
+export type PromptTask = ChatPromptTask | TextPromptTask | VocabTask | ToolCallGrammarTask | DisposePromptTask;
 
 export interface PreparedPrompt {
   /** Exactly what a worker evaluates (BOS included when the model wants one). */

@@ -78,6 +78,12 @@ function wholeIntegers(grammar: string): string {
 
 /** A required tool call: stops, like a JSON-schema grammar, on the newlines after its end. */
 async function toolCallGrammar(llama: Llama, constraint: NonNullable<SamplingParams["toolCalls"]>): Promise<LlamaGrammar> {
+  const { gbnf, stop } = await toolCallGrammarText(llama, constraint);
+  return llama.createGrammar({ grammar: gbnf, stopGenerationTriggers: [stop], trimWhitespaceSuffix: true });
+}
+
+/** The same grammar as text, with the string that ends it: what the llama-server engine sends. */
+export async function toolCallGrammarText(llama: Llama, constraint: NonNullable<SamplingParams["toolCalls"]>): Promise<{ gbnf: string; stop: string }> {
   const parameters = await Promise.all(constraint.functions.map((tool) => jsonSchemaGbnf(llama, tool.parameters)));
-  return llama.createGrammar({ grammar: toolCallGbnf(constraint, parameters), stopGenerationTriggers: [GRAMMAR_END], trimWhitespaceSuffix: true });
+  return { gbnf: toolCallGbnf(constraint, parameters), stop: GRAMMAR_END };
 }

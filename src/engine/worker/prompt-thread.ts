@@ -3,8 +3,19 @@
 // vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
 import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
 import { availableFunctionsOf, chatHistoryOf, toolCallSyntaxOf } from "./chat-history.js";
+import { toolCallGrammarText } from "./grammars.js";
 import { threadData } from "./thread-data.js";
-import type { ChatPromptTask, PromptModel, PromptTask, PreparedPrompt, TextPromptTask, TokenizedText, VocabInfo, VocabTask } from "../wire/prompt-protocol.js";
+import type {
+  ChatPromptTask,
+  PromptModel,
+  PromptTask,
+  PreparedPrompt,
+  TextPromptTask,
+  TokenizedText,
+  ToolCallGrammar,
+  VocabInfo,
+  VocabTask,
+} from "../wire/prompt-protocol.js";
 
 const models = threadData<PromptModel[]>();
 
@@ -30,7 +41,7 @@ async function loadTokenizers(): Promise<Tokenizers> {
   return { llama, byModel };
 }
 
-export default async function handlePromptTask(task: PromptTask): Promise<PreparedPrompt | TokenizedText | VocabInfo | null> {
+export default async function handlePromptTask(task: PromptTask): Promise<PreparedPrompt | TokenizedText | VocabInfo | ToolCallGrammar | null> {
   switch (task.kind) {
     case "chat":
       return renderChat(task);
@@ -38,6 +49,10 @@ export default async function handlePromptTask(task: PromptTask): Promise<Prepar
       return tokenizeText(task);
     case "vocab":
       return vocabInfo(task);
+    case "tool-call-grammar": {
+      tokenizers ??= loadTokenizers();
+      return toolCallGrammarText((await tokenizers).llama, task.constraint);
+    }
     case "dispose":
       await disposeTokenizers();
       return null;
