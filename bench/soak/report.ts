@@ -12,6 +12,8 @@ export interface RunHeader {
   date: string;
   command: string;
   node: string;
+  /** The malloc the server ran with: jemalloc when preloaded, else glibc's (with its arena cap). */
+  allocator: string;
   machine: { cores: number; cpu: string; memoryGiB: number; loadAverageAtStart: number[]; loadAverageAtEnd: number[] };
   server: { model: string; workers: number; slots: number; contextSize: number; threads: number; policy: string; logLevel: string };
   durations: {
@@ -175,7 +177,7 @@ export function renderReport(header: RunHeader, results: readonly IsolationResul
     `Commit ${header.commit} (tree ${header.treeClean ? "clean" : "not clean"} under src/ and bench/). Date ${header.date}. Command: \`${header.command}\`.`,
     "",
     `Machine: ${header.machine.cores} x ${header.machine.cpu}, ${header.machine.memoryGiB} GiB; load average (1/5/15 min) ${header.machine.loadAverageAtStart.map((l) => l.toFixed(2)).join(" / ")} at the start, ` +
-      `${header.machine.loadAverageAtEnd.map((l) => l.toFixed(2)).join(" / ")} at the end. Node ${header.node}. Wall time ${d.wallMinutes.toFixed(1)} min.`,
+      `${header.machine.loadAverageAtEnd.map((l) => l.toFixed(2)).join(" / ")} at the end. Node ${header.node}; malloc: ${header.allocator}. Wall time ${d.wallMinutes.toFixed(1)} min.`,
     "",
     `Server: in-process \`createRadixgate\` from a config.yml in a temp folder; model ${header.server.model}, ${header.server.workers} workers x ${header.server.slots} slots, ` +
       `contextSize ${header.server.contextSize}, threads ${header.server.threads}, policy ${header.server.policy}, log level ${header.server.logLevel}. ${header.loadGenerator}`,

@@ -83,6 +83,9 @@ const header: RunHeader = {
   date,
   command: `npm run bench:soak -- ${process.argv.slice(2).join(" ")}`.trim(),
   node: process.version,
+  allocator: process.env.LD_PRELOAD?.includes("jemalloc")
+    ? `jemalloc (LD_PRELOAD=${process.env.LD_PRELOAD})`
+    : `glibc (MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? "unset"})`,
   machine: {
     cores: cpus().length,
     cpu: cpus()[0]?.model ?? "cpu",

@@ -26,6 +26,15 @@ export function loadConfigFor(options: ServeOptions): LoadedConfig {
   return loadConfigFile(resolveConfigPath(options.config, env), env);
 }
 
+/**
+ * The malloc this process runs with. Thread workers free a model and a context on every
+ * restart; glibc keeps most of that in its per-thread arenas (RSS climbs restart after
+ * restart), jemalloc gives it back. `npm start` preloads jemalloc when the system has it.
+ */
+export function allocatorOf(env: NodeJS.ProcessEnv = process.env): "jemalloc" | "glibc" {
+  return env.LD_PRELOAD?.includes("jemalloc") ? "jemalloc" : "glibc";
+}
+
 export async function serve(options: ServeOptions): Promise<void> {
   const loaded = loadConfigFor(options);
   const radixgate = await createRadixgate(loaded);
@@ -38,6 +47,13 @@ export async function serve(options: ServeOptions): Promise<void> {
     },
     `Radixgate serving on ${address} (config ${loaded.path})`,
   );
+  const threadWorkers = radixgate.fleet.workers.filter((worker) => worker.engine.isolation === "thread").length;
+  if (threadWorkers > 0 && allocatorOf() === "glibc") {
+    radixgate.app.log.warn(
+      `${threadWorkers} thread worker(s) on glibc's malloc: memory freed by a worker restart mostly stays with the process. ` +
+        "Install jemalloc (apt install libjemalloc2) and start with npm start, or set LD_PRELOAD to libjemalloc.so.2 yourself.",
+    );
+  }
   // Live config: SIGHUP or an edit of the file (hot-reload.ts says which keys apply live).
   radixgate.reloader.watchFile();
   process.on("SIGHUP", () => void radixgate.reloader.reload("SIGHUP"));

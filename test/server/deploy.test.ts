@@ -55,6 +55,16 @@ describe.each(["Dockerfile", "Dockerfile.cuda"])("deploy/%s", (name) => {
     for (const from of all.filter((instruction) => instruction.keyword === "FROM")) expect(from.args).toMatch(/^[\w./-]+:\d[\w.-]*( AS \w+)?$/);
   });
 
+  it("runs on jemalloc: installs Debian's libjemalloc2 in the final stage and preloads its library", () => {
+    const installs = finalStage.filter((instruction) => instruction.keyword === "RUN").map((instruction) => instruction.args);
+    expect(installs.some((args) => /apt-get install .*libjemalloc2/.test(args))).toBe(true);
+    const env = finalStage
+      .filter((instruction) => instruction.keyword === "ENV")
+      .map((instruction) => instruction.args)
+      .join(" ");
+    expect(env).toMatch(/LD_PRELOAD=\/usr\/lib\/x86_64-linux-gnu\/libjemalloc\.so\.2(\s|$)/);
+  });
+
   it("copies only files that exist and that its ignore file lets into the build context", () => {
     const ignore = readFileSync(join(DEPLOY, `${name}.dockerignore`), "utf8")
       .split("\n")

@@ -29,6 +29,7 @@ function childrenOf(pid: number): string[] {
 describe("production build (npm run build, node dist/main.js)", () => {
   let server: ChildProcess;
   let baseURL: string;
+  let out = "";
   const exited = () => new Promise<number | null>((resolve) => server.once("exit", (code) => resolve(code)));
 
   beforeAll(async () => {
@@ -47,9 +48,12 @@ describe("production build (npm run build, node dist/main.js)", () => {
       ].join("\n"),
     );
     // Plain node on the compiled entry, no loader: what `npm start` execs.
-    server = spawn(process.execPath, [join(ROOT, "dist/main.js"), "serve", "--config", config], { cwd: dir, stdio: ["ignore", "pipe", "inherit"] });
+    server = spawn(process.execPath, [join(ROOT, "dist/main.js"), "serve", "--config", config], {
+      cwd: dir,
+      env: { ...process.env, LD_PRELOAD: "" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     baseURL = await new Promise<string>((resolve, reject) => {
-      let out = "";
       server.stdout!.on("data", (chunk: Buffer) => {
         out += chunk.toString();
         const match = /Radixgate serving on (http:\/\/[\d.:]+)/.exec(out);
@@ -73,6 +77,10 @@ describe("production build (npm run build, node dist/main.js)", () => {
       expect(response.status, model).toBe(200);
       expect(((await response.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(4);
     }
+  });
+
+  it("warns at start that its thread worker runs on glibc's malloc (plain node, nothing preloaded)", () => {
+    expect(out).toMatch(/1 thread worker\(s\) on glibc's malloc/);
   });
 
   it("runs its workers from compiled JavaScript, with no tsx and no esbuild process", () => {
