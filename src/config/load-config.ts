@@ -66,6 +66,12 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source = 
   if (repeated !== undefined) {
     throw new ConfigError(`invalid ${source}:\n  models: the id "${repeated}" is used twice; each model needs its own id`);
   }
+  const idle = config.models.find((model) => model.workers === 0 && model.remote.length === 0);
+  if (idle !== undefined) {
+    throw new ConfigError(
+      `invalid ${source}:\n  models: "${idle.id}" has workers: 0 and no remote engines; give it local workers (1 or more, or auto) or a remote engine`,
+    );
+  }
   applyEnvOverrides(config, env);
   if (!isPolicyName(config.scheduler.policy)) {
     const from = env.RADIXGATE_POLICY ? "env RADIXGATE_POLICY" : "scheduler.policy";

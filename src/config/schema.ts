@@ -21,9 +21,10 @@ export const ModelConfigSchema = Type.Object(
         "`preset:<name>` (a model the project generates: tiny, bench), a path to a .gguf file " +
         "(relative to config.yml), or an `hf:<user>/<repo>:<quant>` URI fetched on first start.",
     }),
-    workers: Type.Union([Type.Integer({ minimum: 1, maximum: 64 }), Type.Literal("auto")], {
+    workers: Type.Union([Type.Integer({ minimum: 0, maximum: 64 }), Type.Literal("auto")], {
       default: "auto",
-      description: "Workers (one llama.cpp context each) serving this model; auto = one per GPU found (pinned to it), or 2 on CPU.",
+      description:
+        "Local workers (one llama.cpp context each) serving this model; auto = one per GPU found (pinned to it), or 2 on CPU. 0 = only the remote engines serve it.",
     }),
     slots: Type.Integer({ minimum: 1, maximum: 256, default: 4, description: "Sequences (KV slots) per worker." }),
     contextSize: Type.Integer({ minimum: 64, maximum: 1048576, default: 4096, description: "Tokens per slot." }),
@@ -65,6 +66,23 @@ export const ModelConfigSchema = Type.Object(
         args: Type.Array(Type.String(), { default: [], description: 'More llama-server arguments, after Radixgate\'s own (e.g. ["--mlock"]).' }),
       },
       SETTINGS_OBJECT,
+    ),
+    remote: Type.Array(
+      Type.Object(
+        {
+          kind: Type.Literal("llama-server", { description: "What runs there: llama-server (llama.cpp's server)." }),
+          url: Type.String({
+            pattern: "^https?://[^\\s/]+(/.*)?$",
+            description: "Its base URL, e.g. http://10.0.0.7:8080 (the server's /health, /props and /completion are under it).",
+          }),
+        },
+        CLOSED,
+      ),
+      {
+        default: [],
+        description:
+          "Engines elsewhere that serve this model too, each one more worker (after the local ones). A llama-server there must load the same GGUF as `source` (checked at start) and is best started with --slots --metrics --slot-save-path DIR.",
+      },
     ),
     isolation: Type.Union([Type.Literal("auto"), Type.Literal("thread"), Type.Literal("process")], {
       default: "auto",

@@ -59,7 +59,7 @@ function workerCard(worker) {
   const most = Math.max(1, ...groups);
   return '<section class="worker" data-worker="' + text(worker.id) + '"><h2>' + text(worker.id) +
     ' <span class="badge ' + (worker.alive ? "up" : "down") + '">' + (worker.alive ? "up" : "down") + "</span></h2>" +
-    '<div class="meta">' + text(worker.model) + " · " + text(worker.engine) + " · " + text(worker.isolation) + " · " + worker.running + "/" + worker.slots + " slots running · " +
+    '<div class="meta">' + text(worker.model) + " · " + text(worker.engine) + (worker.url ? " at " + text(worker.url) : "") + " · " + text(worker.isolation) + " · tree " + text(worker.precision) + " · " + worker.running + "/" + worker.slots + " slots running · " +
     worker.queued + " queued · " + worker.restarts + " restarts</div>" +
     '<div class="meta">KV ' + worker.kvTokens + " / " + worker.kvCapacityTokens + " tokens (" + Math.round(use * 100) + '%)</div><div class="kv"><div style="width:' + (use * 100).toFixed(1) + '%"></div></div>' +
     "<table><thead><tr><th style=width:12%>slot</th><th style=width:16%>tokens</th><th>holds</th><th style=width:22%>last use</th></tr></thead><tbody>" +

@@ -7,7 +7,7 @@ import type { Config, ModelConfig } from "../config/schema.js";
 import type { FinishReason } from "../contract/generation.js";
 import type { LocalSchedulerSettings } from "../engine/wire/protocol.js";
 import { WorkerHandle } from "../engine/host/worker-handle.js";
-import type { EngineKind, Isolation, WorkerEngine } from "../engine/host/worker-engine.js";
+import type { CachePrecision, EngineKind, Isolation, WorkerEngine } from "../engine/host/worker-engine.js";
 import type { WorkerInit } from "../engine/wire/protocol.js";
 import { findLlamaServer } from "../engine/llama-server/binary.js";
 import { LlamaServerEngine, type LlamaServerEngineOptions } from "../engine/llama-server/llama-server-engine.js";
@@ -43,6 +43,8 @@ export interface WorkerStatus {
   restarts: number;
   isolation: Isolation;
   engine: EngineKind;
+  precision: CachePrecision;
+  url: string | undefined;
   /** Finished generations by finish reason, across restarts. */
   finished: Record<FinishReason, number>;
 }
@@ -88,7 +90,7 @@ export class Fleet {
    */
   static async start(config: Config, modelPaths: Map<string, string>, services: EngineServices = {}, detect = probeGpus): Promise<Fleet> {
     const workers: FleetWorker[] = [];
-    for (const { workerId, model, isolation, env } of await planFleet(config, detect)) {
+    for (const { workerId, model, isolation, env, url } of await planFleet(config, detect)) {
       const init: WorkerInit = {
         workerId,
         hostPid: process.pid,
@@ -103,16 +105,7 @@ export class Fleet {
         local: { ...config.scheduler.local },
         spill: config.spill,
       };
-      const engine =
-        model.engine === "llama-server"
-          ? new LlamaServerEngine(init, {
-              binary: await findLlamaServer(model.llamaServer.binary || undefined),
-              env,
-              extraArgs: model.llamaServer.args,
-              cacheRamMiB: model.llamaServer.cacheRamMiB,
-              ...(services.toolCallGrammar ? { toolCallGrammar: services.toolCallGrammar } : {}),
-            })
-          : new WorkerHandle(init, { isolation, env });
+      const engine = await engineFor(init, model, { isolation, env, ...(url !== undefined ? { url } : {}) }, services);
       workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
     }
     const launchedAt = performance.now();
@@ -130,8 +123,9 @@ export class Fleet {
     const createdAt = Math.floor(Date.now() / 1000);
     const models = new Map<string, ServedModel>();
     for (const model of config.models) {
-      const first = workers.find((worker) => worker.modelId === model.id)!;
-      models.set(model.id, { config: model, path: modelPaths.get(model.id)!, contextSize: first.engine.info!.contextSize, createdAt });
+      // A remote engine reports its own context per slot: a prompt must fit the shortest.
+      const contextSize = Math.min(...workers.filter((worker) => worker.modelId === model.id).map((worker) => worker.engine.info!.contextSize));
+      models.set(model.id, { config: model, path: modelPaths.get(model.id)!, contextSize, createdAt });
     }
     for (const worker of workers) worker.alive = true;
     return new Fleet(models, workers);
@@ -162,6 +156,8 @@ export class Fleet {
         restarts: worker.restarts,
         isolation: worker.engine.isolation,
         engine: worker.engine.kind,
+        precision: worker.engine.precision,
+        url: worker.engine.url,
         finished: { ...worker.engine.finished },
       })),
     };
@@ -221,11 +217,28 @@ export class Fleet {
   }
 }
 
+/** The engine of one planned worker: a remote llama-server, a llama-server process, or node-llama-cpp. */
+async function engineFor(init: WorkerInit, model: ModelConfig, plan: WorkerPlan, services: EngineServices): Promise<WorkerEngine> {
+  if (plan.url !== undefined) return new LlamaServerEngine(init, { binary: "", url: plan.url, ...services });
+  if (model.engine === "llama-server") {
+    return new LlamaServerEngine(init, {
+      binary: await findLlamaServer(model.llamaServer.binary || undefined),
+      env: plan.env,
+      extraArgs: model.llamaServer.args,
+      cacheRamMiB: model.llamaServer.cacheRamMiB,
+      ...services,
+    });
+  }
+  return new WorkerHandle(init, { isolation: plan.isolation, env: plan.env });
+}
+
 /** CPU workers when `workers: auto` finds no GPU (placement is real from day one). */
 const CPU_AUTO_WORKERS = 2;
 
 export interface WorkerPlan {
   isolation: Isolation;
+  /** A remote engine's base URL. */
+  url?: string;
   /** CUDA_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES of a process worker pinned to one GPU. */
   env: Record<string, string>;
 }
@@ -238,12 +251,13 @@ export interface PlannedWorker extends WorkerPlan {
   gpus: GpuDetection;
 }
 
-/** Every worker of every model, numbered w0, w1, ... in config order. */
+/** Every worker of every model, numbered w0, w1, ... in config order: a model's local workers, then its remote engines. */
 export async function planFleet(config: Config, detect: (gpu: ModelConfig["gpu"]) => Promise<GpuDetection> = probeGpus): Promise<PlannedWorker[]> {
   const planned: PlannedWorker[] = [];
   for (const model of config.models) {
     const gpus = await detect(model.gpu);
     for (const plan of planWorkers(model, gpus)) planned.push({ workerId: `w${planned.length}`, model, gpus, ...plan });
+    for (const remote of model.remote) planned.push({ workerId: `w${planned.length}`, model, gpus, isolation: "remote", env: {}, url: remote.url });
   }
   return planned;
 }

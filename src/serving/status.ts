@@ -13,6 +13,10 @@ export interface WorkerReport {
   isolation: string;
   /** node-llama-cpp or llama-server. */
   engine: string;
+  /** How exact the placement tree is about its cache: exact, at-least, approximate. */
+  precision: string;
+  /** A remote engine's URL, else null. */
+  url: string | null;
   slots: number;
   running: number;
   /** Placed on it beyond its slots. */
@@ -46,6 +50,8 @@ export async function statusReport(fleet: Fleet, scheduler: GlobalScheduler, act
         restarts: fleetStatus.get(view.id)?.restarts ?? 0,
         isolation: fleetStatus.get(view.id)?.isolation ?? "thread",
         engine: fleetStatus.get(view.id)?.engine ?? "node-llama-cpp",
+        precision: fleetStatus.get(view.id)?.precision ?? "exact",
+        url: fleetStatus.get(view.id)?.url ?? null,
         slots: view.slots,
         running: Math.min(view.inFlight, view.slots),
         queued: Math.max(0, view.inFlight - view.slots),

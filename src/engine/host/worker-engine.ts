@@ -6,8 +6,15 @@ import type { FinishReason, GenerationResult, TokenLogprob } from "../../contrac
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { ExportResult, GenerationEvent, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 
-/** How a worker runs: a thread of the host, a child process, or a llama-server process. */
-export type Isolation = "thread" | "process";
+/** How a worker runs: a thread of the host, a child process (node-llama-cpp's or llama-server), or a server elsewhere. */
+export type Isolation = "thread" | "process" | "remote";
+
+/**
+ * How exact the global tree is about a worker's cache. exact: it knows every token each slot
+ * holds; at-least: a request finds at least what it predicts (llama-server's RAM prompt cache
+ * may give more); approximate: other clients of a remote server may change its slots.
+ */
+export type CachePrecision = "exact" | "at-least" | "approximate";
 
 /** Which engine evaluates the model. */
 export type EngineKind = "node-llama-cpp" | "llama-server";
@@ -26,6 +33,9 @@ export interface WorkerEngine {
   /** What the worker was started with; `local` follows hot reloads. */
   readonly init: WorkerInit;
   readonly isolation: Isolation;
+  readonly precision: CachePrecision;
+  /** A remote engine's base URL; undefined for workers of this host. */
+  readonly url: string | undefined;
   /** Resolves with the reason when the worker dies on its own (crash, kill); never on close(). */
   readonly died: Promise<string>;
   /** The worker's OS process id, when it has one of its own. */

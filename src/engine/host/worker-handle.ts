@@ -31,6 +31,9 @@ export interface WorkerHandleOptions {
 
 export class WorkerHandle implements WorkerEngine {
   readonly kind = "node-llama-cpp";
+  /** Every slot report comes from the worker itself. */
+  readonly precision = "exact";
+  readonly url = undefined;
   private runner: WorkerRunner;
   private inFlightCount = 0;
   /** Generations sent to this worker so far, across restarts: the source of generation ids. */

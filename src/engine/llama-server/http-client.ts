@@ -1,4 +1,4 @@
-// Requests to a llama-server process, each on a connection of its own. Reusing kept-alive
+// Requests to a llama-server (ours or a remote one), each on a connection of its own. Reusing kept-alive
 // connections (what fetch does) races with the server closing an idle one: a request written
 // just as it closes fails with "other side closed" although the server never saw it, and a
 // generation cannot be sent twice blindly. A fresh loopback connection costs well under a
@@ -10,8 +10,11 @@ export interface ServerResponse {
   body: IncomingMessage;
 }
 
-/** Sends one request; resolves once the response's status line is in. Aborting the signal closes the connection. */
-export function send(url: string, method: "GET" | "POST", body?: unknown, signal?: AbortSignal): Promise<ServerResponse> {
+/**
+ * Sends one request; resolves once the response's status line is in. Aborting the signal
+ * closes the connection; so does `timeoutMs` of silence on it (connect included), with an error.
+ */
+export function send(url: string, method: "GET" | "POST", body?: unknown, signal?: AbortSignal, timeoutMs?: number): Promise<ServerResponse> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const outgoing = request(
@@ -25,6 +28,9 @@ export function send(url: string, method: "GET" | "POST", body?: unknown, signal
       (response) => resolve({ status: response.statusCode ?? 0, body: response }),
     );
     outgoing.once("error", reject);
+    if (timeoutMs !== undefined) {
+      outgoing.setTimeout(timeoutMs, () => outgoing.destroy(new Error(`no answer from ${new URL(url).host} in ${timeoutMs} ms`)));
+    }
     outgoing.end(payload);
   });
 }
@@ -37,8 +43,8 @@ export async function textOf(response: ServerResponse): Promise<string> {
 }
 
 /** A JSON answer, or an error naming the path and the server's own message. */
-export async function jsonOf(url: string, method: "GET" | "POST", body?: unknown): Promise<unknown> {
-  const response = await send(url, method, body);
+export async function jsonOf(url: string, method: "GET" | "POST", body?: unknown, timeoutMs?: number): Promise<unknown> {
+  const response = await send(url, method, body, undefined, timeoutMs);
   const text = await textOf(response);
   if (response.status !== 200) throw new Error(`llama-server ${method} ${new URL(url).pathname} answered ${response.status}: ${text}`);
   return JSON.parse(text) as unknown;

@@ -1,5 +1,7 @@
 // A worker whose engine is llama.cpp's own server: one llama-server process per worker,
-// started and restarted by this host, driven over HTTP on loopback. The slot loop, batching
+// started and restarted by this host and driven over HTTP on loopback, or a llama-server
+// someone else runs at a URL (remote: watched by health checks, never started from here; its
+// slots and context size are what it reports). The slot loop, batching
 // and sampling are llama-server's C++; what stays here is what makes the global tree exact:
 // the host runs the worker's local scheduler (priority groups, the slot sharing the longest
 // prefix, else LRU) and sends each request to the slot it chose (`id_slot`), so it knows what
@@ -7,6 +9,8 @@
 // prompts in a cache in RAM (`--cache-ram`) and loads one into the chosen slot when it matches
 // better than what the slot holds: a request can then find more cached than the host
 // predicted, never less. `cacheRamMiB: 0` turns that cache off and the prediction is exact.
+// A remote server is exact only while this host is its one client: another client's request
+// in a slot changes what it holds behind the host's back (the usage reported stays true).
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { commonPrefixLength } from "../../common/tokens.js";
@@ -18,19 +22,26 @@ import { defaultStateDir } from "../worker/state-store.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
 import type { ExportResult, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
-import type { GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
+import type { CachePrecision, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
 import { completionBody, readCompletionStream, type CompletionEnd } from "./completion-request.js";
 import { jsonOf, send, textOf } from "./http-client.js";
 import { profileOverHttp } from "./profile.js";
+import type { LlamaServerEndpoint } from "./endpoint.js";
+import { checkSameModel, type ServedModelShape } from "./model-check.js";
+import { RemoteLlamaServer, type RemoteWatch } from "./remote-server.js";
 import { LlamaServerProcess, llamaServerArgs } from "./server-process.js";
 
 /** llama-server's own default for `--cache-ram`. */
 export const LLAMA_SERVER_CACHE_RAM_MIB = 8192;
 
 export interface LlamaServerEngineOptions {
-  /** The llama-server binary (binary.ts finds it). */
+  /** The llama-server binary (binary.ts finds it); unused with `url`. */
   binary: string;
+  /** A llama-server already running there: use it instead of starting one. */
+  url?: string;
+  /** How a remote server is health-checked. */
+  watch?: RemoteWatch;
   /** Extra environment, e.g. CUDA_VISIBLE_DEVICES=1 to pin it to one GPU. */
   env?: Record<string, string>;
   /** More command-line arguments, after Radixgate's own. */
@@ -43,7 +54,7 @@ export interface LlamaServerEngineOptions {
 
 /** One run of the process: a restart makes a new one. */
 interface Life {
-  server: LlamaServerProcess;
+  server: LlamaServerEndpoint;
   slots: LocalScheduler;
   /** What each slot holds as far as this host sent it: prompt, then the generated tokens. */
   held: number[][];
@@ -53,7 +64,7 @@ interface Life {
 
 export class LlamaServerEngine implements WorkerEngine {
   readonly kind = "llama-server";
-  readonly isolation: Isolation = "process";
+  readonly isolation: Isolation;
   readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
   private life: Life | undefined;
   private loadResult: LoadResult | undefined;
@@ -67,7 +78,9 @@ export class LlamaServerEngine implements WorkerEngine {
   constructor(
     readonly init: WorkerInit,
     private readonly options: LlamaServerEngineOptions,
-  ) {}
+  ) {
+    this.isolation = options.url !== undefined ? "remote" : "process";
+  }
 
   get id(): string {
     return this.init.workerId;
@@ -80,6 +93,16 @@ export class LlamaServerEngine implements WorkerEngine {
 
   get pid(): number | undefined {
     return this.life?.server.pid;
+  }
+
+  /** The remote server's URL; undefined when this host starts the server. */
+  get url(): string | undefined {
+    return this.options.url;
+  }
+
+  get precision(): CachePrecision {
+    if (this.options.url !== undefined) return "approximate";
+    return this.options.cacheRamMiB === 0 ? "exact" : "at-least";
   }
 
   get inFlight(): number {
@@ -97,6 +120,37 @@ export class LlamaServerEngine implements WorkerEngine {
 
   async start(): Promise<LoadResult> {
     const started = performance.now();
+    const server = this.options.url !== undefined ? await RemoteLlamaServer.connect(this.options.url, this.options.watch) : await this.spawn();
+    try {
+      // A remote server says how many slots it has and how long each is; ours has what we asked.
+      const props = (await jsonOf(`${server.baseURL}/props`, "GET")) as { total_slots?: number; default_generation_settings?: { n_ctx?: number } };
+      const models = (await jsonOf(`${server.baseURL}/v1/models`, "GET")) as { data?: { meta?: ServedModelShape }[] };
+      const meta = models.data?.[0]?.meta ?? {};
+      if (this.options.url !== undefined) await checkSameModel(server.baseURL, meta, this.init.modelPath);
+      const slots = this.options.url !== undefined ? (props.total_slots ?? this.init.slots) : this.init.slots;
+      this.life = this.lifeOf(server, slots);
+      const loaded: LoadResult = {
+        workerId: this.id,
+        // A remote server's speed is its own: its calibration is cached per URL.
+        backend: this.options.url !== undefined ? `remote ${this.options.url}` : this.init.gpu === false ? "cpu" : String(this.init.gpu),
+        binary: "llama-server",
+        contextSize: props.default_generation_settings?.n_ctx ?? this.init.contextSize,
+        slots,
+        trainContextSize: meta.n_ctx_train ?? 0,
+        loadMs: performance.now() - started,
+        modelFingerprint: await modelFingerprint(this.init.modelPath),
+        // node-llama-cpp's binary tests do not concern a llama-server.
+        bindingTests: { passed: [], ran: 0 },
+      };
+      this.loadResult = loaded;
+      return loaded;
+    } catch (error) {
+      await server.close(1000).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async spawn(): Promise<LlamaServerProcess> {
     await mkdir(this.slotDir, { recursive: true });
     const args = [
       ...llamaServerArgs({
@@ -113,14 +167,17 @@ export class LlamaServerEngine implements WorkerEngine {
       ["--slot-save-path", this.slotDir],
       ...(this.options.extraArgs ?? []),
     ].flat();
-    const server = await LlamaServerProcess.start({ binary: this.options.binary, args, env: this.options.env ?? {} });
-    const held: number[][] = Array.from({ length: this.init.slots }, () => []);
+    return LlamaServerProcess.start({ binary: this.options.binary, args, env: this.options.env ?? {} });
+  }
+
+  private lifeOf(server: LlamaServerEndpoint, slots: number): Life {
+    const held: number[][] = Array.from({ length: slots }, () => []);
     const life: Life = {
       server,
       held,
       slots: new LocalScheduler(
         {
-          slots: this.init.slots,
+          slots,
           priorityGroups: this.init.local.priorityGroups,
           quotaPerGroup: this.init.local.quotaPerGroup,
           now: () => performance.now(),
@@ -136,23 +193,7 @@ export class LlamaServerEngine implements WorkerEngine {
       for (const waiting of this.waitingIds) life.slots.cancel(waiting);
       return this.closing ? new Promise<string>(() => undefined) : reason;
     });
-    this.life = life;
-    const props = (await this.getJson("/props")) as { default_generation_settings?: { n_ctx?: number } };
-    const models = (await this.getJson("/v1/models")) as { data?: { meta?: { n_ctx_train?: number } }[] };
-    const loaded: LoadResult = {
-      workerId: this.id,
-      backend: this.init.gpu === false ? "cpu" : String(this.init.gpu),
-      binary: "llama-server",
-      contextSize: props.default_generation_settings?.n_ctx ?? this.init.contextSize,
-      slots: this.init.slots,
-      trainContextSize: models.data?.[0]?.meta?.n_ctx_train ?? 0,
-      loadMs: performance.now() - started,
-      modelFingerprint: await modelFingerprint(this.init.modelPath),
-      // node-llama-cpp's binary tests do not concern a llama-server process.
-      bindingTests: { passed: [], ran: 0 },
-    };
-    this.loadResult = loaded;
-    return loaded;
+    return life;
   }
 
   async restart(): Promise<LoadResult> {
@@ -229,8 +270,13 @@ export class LlamaServerEngine implements WorkerEngine {
     } catch (error) {
       if (error instanceof ResponseFormatError || error instanceof WorkerTaskError) throw error;
       if (!abort.signal.aborted) {
-        // A dropped connection is a death when the process is gone (its exit may be reported a moment later).
-        const exited = await Promise.race([life.server.exited.then(() => true), sleep(500).then(() => false)]);
+        // A dropped connection is a death when the server is gone (a process's exit may be
+        // reported a moment later; a remote server is checked at once).
+        life.server.suspect();
+        const exited = await Promise.race([
+          life.server.exited.then(() => true),
+          sleep(this.options.url !== undefined ? (this.options.watch?.timeoutMs ?? 2000) + 500 : 500).then(() => false),
+        ]);
         if (exited || life.dead) throw new WorkerDiedError(`${this.id}: ${await life.server.exited}`);
         throw new WorkerTaskError(`llama-server request failed: ${(error as Error).message}`);
       }
@@ -300,7 +346,11 @@ export class LlamaServerEngine implements WorkerEngine {
 
   async stats(): Promise<WorkerStats> {
     const life = this.requireLife();
-    const metrics = await textOf(await send(`${life.server.baseURL}/metrics`, "GET"));
+    // A remote server started without --metrics has none: its counters then read 0.
+    const metrics = await send(`${life.server.baseURL}/metrics`, "GET").then(
+      (response) => textOf(response).then((text) => (response.status === 200 ? text : "")),
+      () => "",
+    );
     const counter = (name: string) => Number(new RegExp(`^llamacpp:${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0);
     const now = performance.now();
     return {
@@ -341,10 +391,6 @@ export class LlamaServerEngine implements WorkerEngine {
   private requireLife(): Life {
     if (!this.life || this.life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
     return this.life;
-  }
-
-  private getJson(path: string): Promise<unknown> {
-    return jsonOf(`${this.requireLife().server.baseURL}${path}`, "GET");
   }
 }
 

@@ -30,7 +30,9 @@ export async function profileOverHttp(
     offset += count;
     return tokens;
   };
-  const erase = () => post(baseURL, `/slots/${slot}?action=erase`, {});
+  // A remote server started without --slot-save-path refuses slot actions: its slot then keeps
+  // the previous prompt, which shares no prefix with the next (each is fresh from the pool).
+  const erase = () => post(baseURL, `/slots/${slot}?action=erase`, {}).catch(() => undefined);
   const run = async (prompt: number[], generate: number): Promise<Timings> => {
     const answer = (await post(baseURL, "/completion", {
       prompt,
@@ -72,7 +74,7 @@ export async function profileOverHttp(
       prefill.push({ extend, context: largest + extend, ms: best });
     }
   } finally {
-    await erase().catch(() => undefined);
+    await erase();
   }
   return { prefill, decode, totalMs: performance.now() - started };
 }

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
+import type { LlamaServerEndpoint } from "./endpoint.js";
 
 /**
  * util-linux's setpriv sets the parent-death signal and then runs the server in its own place
@@ -17,6 +18,8 @@ export interface LlamaServerLaunch {
   args: string[];
   /** Extra environment, e.g. CUDA_VISIBLE_DEVICES=1 to pin it to one GPU. */
   env?: Record<string, string>;
+  /** The port of 127.0.0.1 to listen on; default: a free one. */
+  port?: number;
   /** How long loading the model may take before the start counts as failed. Default 120 s. */
   readyTimeoutMs?: number;
 }
@@ -49,7 +52,7 @@ export function llamaServerArgs(settings: LlamaServerSettings): string[] {
   ].flat();
 }
 
-export class LlamaServerProcess {
+export class LlamaServerProcess implements LlamaServerEndpoint {
   /** Resolves with a description of how it ended (exit code or signal), whoever ended it. */
   readonly exited: Promise<string>;
   private stderrTail = "";
@@ -68,7 +71,7 @@ export class LlamaServerProcess {
 
   /** Starts the process on a free port of 127.0.0.1 and waits until it serves. */
   static async start(launch: LlamaServerLaunch): Promise<LlamaServerProcess> {
-    const port = await freePort();
+    const port = launch.port ?? (await freePort());
     const command = [launch.binary, ...launch.args, "--host", "127.0.0.1", "--port", String(port)];
     const guarded = process.platform === "linux" && existsSync(SETPRIV) ? [SETPRIV, "--pdeathsig", "SIGKILL", "--", ...command] : command;
     const child = spawn(guarded[0]!, guarded.slice(1), {
@@ -108,6 +111,9 @@ export class LlamaServerProcess {
   kill(): void {
     this.child.kill("SIGKILL");
   }
+
+  /** Its exit is watched directly: nothing to check. */
+  suspect(): void {}
 
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
   async close(graceMs = 10_000): Promise<void> {

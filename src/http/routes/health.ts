@@ -37,6 +37,9 @@ export function healthRoute(
         restarts: statusOf.get(worker.id)?.restarts ?? 0,
         isolation: statusOf.get(worker.id)?.isolation,
         engine: statusOf.get(worker.id)?.engine,
+        // How exact the placement tree is about this worker's cache (exact, at-least, approximate).
+        precision: statusOf.get(worker.id)?.precision,
+        url: statusOf.get(worker.id)?.url ?? null,
       })),
     });
   });

@@ -1,0 +1,16 @@
+// Where a llama-server worker's requests go: a process this host started (server-process.ts)
+// or a server someone else runs at a URL (remote-server.ts). The engine sees only this.
+
+export interface LlamaServerEndpoint {
+  readonly baseURL: string;
+  /** The process id when this host started it; undefined for a remote server. */
+  readonly pid: number | undefined;
+  /** Resolves with how it was lost: the process exited, or the remote server stopped answering. */
+  readonly exited: Promise<string>;
+  /** Fault injection: the process is killed; a remote server is dropped as if it had stopped answering. */
+  kill(): void;
+  /** A request to it just failed to connect: check it now instead of at the next health check. */
+  suspect(): void;
+  /** Stops it (ours) or stops watching it (remote). */
+  close(graceMs?: number): Promise<void>;
+}
