@@ -11,7 +11,7 @@ import { buildApp } from "./http/app.js";
 import { GlobalScheduler } from "./scheduler/global-scheduler.js";
 import { createPolicy, POLICY_CONFIG_KEYS } from "./scheduler/registry.js";
 import { CompletionService } from "./serving/completion-service.js";
-import { Fleet } from "./serving/fleet.js";
+import { Fleet, type FleetWorker } from "./serving/fleet.js";
 import { observeAll, requestLog } from "./serving/observer.js";
 import { RecentActivity } from "./serving/recent-activity.js";
 import { statusReport } from "./serving/status.js";
@@ -74,11 +74,26 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
       service.placesChanged(fleet.get(workerId)!.modelId);
     },
     onWorkerUp: (workerId) => {
+      if (!scheduler.hasWorker(workerId)) return void join(workerId);
       scheduler.setAlive(workerId, true);
       app.log.info({ worker: workerId }, "worker restarted");
       service.placesChanged(fleet.get(workerId)!.modelId);
     },
   });
+  // A remote engine that did not answer at launch joins the scheduler once it does: calibrated
+  // like the others, then placed on.
+  const join = async (workerId: string) => {
+    const worker = fleet.get(workerId)!;
+    try {
+      await addToScheduler(scheduler, worker);
+      app.log.info({ worker: workerId, url: worker.engine.url }, "remote engine joined");
+      service.placesChanged(worker.modelId);
+    } catch (error) {
+      app.log.error({ worker: workerId, err: error }, "remote engine answered but could not be calibrated; it is left out");
+    }
+  };
+  // Those that answered while the scheduler was being built.
+  for (const worker of fleet.workers) if (worker.joined && !scheduler.hasWorker(worker.engine.id)) void join(worker.engine.id);
   const metrics = new Metrics(fleet, scheduler);
   const activity = new RecentActivity();
   const observer = observeAll(
@@ -167,16 +182,19 @@ async function createScheduler(config: Config, fleet: Fleet): Promise<GlobalSche
   const scheduler = new GlobalScheduler(createPolicy(config.scheduler.policy, config.scheduler), { ...config.scheduler, now: () => performance.now() });
   // One worker at a time: the first of identical workers profiles, the rest hit its cache
   // (keyed by model file, hardware and context settings), so start-up stays short.
-  for (const worker of fleet.workers) {
-    const info = worker.engine.info!;
-    const calibration = await calibrate(worker.engine, await calibrationIdentity(worker.engine.init, info));
-    scheduler.addWorker({
-      id: worker.engine.id,
-      modelId: worker.modelId,
-      slots: info.slots,
-      capacityTokens: info.slots * info.contextSize,
-      timeModel: timeModelFromCalibration(calibration),
-    });
-  }
+  for (const worker of fleet.workers) if (worker.joined) await addToScheduler(scheduler, worker);
   return scheduler;
+}
+
+async function addToScheduler(scheduler: GlobalScheduler, worker: FleetWorker): Promise<void> {
+  const info = worker.engine.info!;
+  const calibration = await calibrate(worker.engine, await calibrationIdentity(worker.engine.init, info));
+  if (scheduler.hasWorker(worker.engine.id)) return;
+  scheduler.addWorker({
+    id: worker.engine.id,
+    modelId: worker.modelId,
+    slots: info.slots,
+    capacityTokens: info.slots * info.contextSize,
+    timeModel: timeModelFromCalibration(calibration),
+  });
 }

@@ -66,6 +66,6 @@ export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, 
   completionsRoute(app, service, config.generation.maxChoices);
   modelsRoute(app, fleet);
   healthRoute(app, fleet, scheduler, service, configError);
-  readyRoute(app, scheduler);
+  readyRoute(app, fleet, scheduler);
   return app;
 }

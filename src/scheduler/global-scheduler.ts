@@ -147,6 +147,10 @@ export class GlobalScheduler {
     });
   }
 
+  hasWorker(workerId: string): boolean {
+    return this.workers.has(workerId);
+  }
+
   /** A worker that goes down is never chosen; its cache is forgotten (it restarts empty). */
   setAlive(workerId: string, alive: boolean): void {
     const worker = this.workers.get(workerId);

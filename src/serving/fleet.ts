@@ -32,6 +32,10 @@ export interface FleetWorker {
   downSince?: number;
   /** How long its last start took, from death (or launch) to serving: the next restart's estimate. */
   startMs: number;
+  /** False until its first start succeeds: a remote engine that did not answer at launch joins later. */
+  joined: boolean;
+  /** Why it is down, while it is. */
+  downReason?: string;
 }
 
 /** One worker as /health shows it: a copy, taken when asked. */
@@ -43,6 +47,10 @@ export interface WorkerStatus {
   restarts: number;
   isolation: Isolation;
   engine: EngineKind;
+  /** False for a remote engine that has not answered since launch (it joins when it does). */
+  joined: boolean;
+  /** Why it is down; null while it is up. */
+  downReason: string | null;
   precision: CachePrecision;
   url: string | undefined;
   /** Finished generations by finish reason, across restarts. */
@@ -106,7 +114,7 @@ export class Fleet {
         spill: config.spill,
       };
       const engine = await engineFor(init, model, { isolation, env, ...(url !== undefined ? { url } : {}) }, services);
-      workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
+      workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0, joined: false });
     }
     const launchedAt = performance.now();
     const loads = await Promise.allSettled(
@@ -115,20 +123,36 @@ export class Fleet {
         worker.startMs = performance.now() - launchedAt;
       }),
     );
-    const failed = loads.find((load): load is PromiseRejectedResult => load.status === "rejected");
-    if (failed) {
+    loads.forEach((load, i) => {
+      if (load.status === "fulfilled") workers[i]!.joined = true;
+      else workers[i]!.downReason = (load.reason as Error).message;
+    });
+    // A remote engine that does not answer yet joins when it does, as long as its model has a
+    // worker serving now; a local worker that fails to load stops the start.
+    const fatal = workers.find(
+      (worker) => !worker.joined && (worker.engine.isolation !== "remote" || !workers.some((other) => other.joined && other.modelId === worker.modelId)),
+    );
+    if (fatal) {
       await Promise.allSettled(workers.map((worker) => worker.engine.close()));
-      throw new Error(`a worker failed to load its model: ${(failed.reason as Error).message}`);
+      throw new Error(`worker ${fatal.engine.id} of model "${fatal.modelId}" failed to start: ${fatal.downReason}`);
     }
     const createdAt = Math.floor(Date.now() / 1000);
     const models = new Map<string, ServedModel>();
     for (const model of config.models) {
       // A remote engine reports its own context per slot: a prompt must fit the shortest.
-      const contextSize = Math.min(...workers.filter((worker) => worker.modelId === model.id).map((worker) => worker.engine.info!.contextSize));
+      const contextSize = Math.min(
+        ...workers.filter((worker) => worker.joined && worker.modelId === model.id).map((worker) => worker.engine.info!.contextSize),
+      );
       models.set(model.id, { config: model, path: modelPaths.get(model.id)!, contextSize, createdAt });
     }
-    for (const worker of workers) worker.alive = true;
-    return new Fleet(models, workers);
+    const now = performance.now();
+    for (const worker of workers) {
+      worker.alive = worker.joined;
+      if (!worker.joined) worker.downSince = now;
+    }
+    const fleet = new Fleet(models, workers);
+    for (const worker of workers) if (!worker.joined) fleet.restart(worker, 1);
+    return fleet;
   }
 
   /** Who to tell when a worker goes down or comes back (the global scheduler). */
@@ -156,6 +180,8 @@ export class Fleet {
         restarts: worker.restarts,
         isolation: worker.engine.isolation,
         engine: worker.engine.kind,
+        joined: worker.joined,
+        downReason: worker.alive ? null : (worker.downReason ?? null),
         precision: worker.engine.precision,
         url: worker.engine.url,
         finished: { ...worker.engine.finished },
@@ -188,6 +214,7 @@ export class Fleet {
       if (this.closed) return;
       worker.alive = false;
       worker.downSince = performance.now();
+      worker.downReason = reason;
       this.hooks?.onWorkerDown(worker.engine.id, reason);
       this.restart(worker, 0);
     });
@@ -203,14 +230,22 @@ export class Fleet {
           // Closed while it restarted: dispose the fresh one too (a thread left holding
           // llama.cpp objects would abort the process on exit).
           if (this.closed) return void worker.engine.close().catch(() => undefined);
-          worker.restarts++;
+          // A first start (a remote engine joining late) is not a restart.
+          if (worker.joined) worker.restarts++;
+          worker.joined = true;
+          // A prompt must fit every worker of its model, this one too (a remote one may be shorter).
+          const served = this.models.get(worker.modelId);
+          if (served && worker.engine.info && worker.engine.info.contextSize < served.contextSize) served.contextSize = worker.engine.info.contextSize;
           worker.alive = true;
           if (worker.downSince !== undefined) worker.startMs = performance.now() - worker.downSince;
           worker.downSince = undefined;
           this.watch(worker);
           this.hooks?.onWorkerUp(worker.engine.id);
         },
-        () => this.restart(worker, attempt + 1),
+        (error: unknown) => {
+          worker.downReason = (error as Error).message;
+          this.restart(worker, attempt + 1);
+        },
       );
     }, delay);
     this.timers.add(timer);

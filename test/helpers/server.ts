@@ -22,6 +22,8 @@ export async function startTestServer(
     isolation?: "thread" | "process";
     /** The worker engine; llama-server runs the build `npm run build:llama-server` made. */
     engine?: "node-llama-cpp" | "llama-server";
+    /** Base URLs of llama-servers elsewhere that serve the model too (one worker each, after the local ones). */
+    remote?: string[];
     requestTimeoutMs?: number;
     server?: Record<string, unknown>;
   } = {},
@@ -38,6 +40,7 @@ export async function startTestServer(
         threads: 1,
         isolation: overrides.isolation ?? "thread",
         engine: overrides.engine ?? "node-llama-cpp",
+        ...(overrides.remote ? { remote: overrides.remote.map((url) => ({ kind: "llama-server", url })) } : {}),
       },
     ],
     scheduler: { policy: overrides.policy ?? "roundrobin" },

@@ -2,19 +2,20 @@
 // llama-server this test starts on a fixed loopback port, as another box would run it). The
 // remote engine is one more worker: it reports its own slots, answers streamed and whole
 // requests with its cache reused, and when it stops answering it leaves the tree at once, no
-// request without a first token is lost, and it is taken back when it answers again.
+// request without a first token is lost, and it is taken back when it answers again. One that
+// is down when Radixgate starts joins when it first answers.
 import { mkdtempSync } from "node:fs";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, parseConfig } from "../../src/config/load-config.js";
 import { findLlamaServer } from "../../src/engine/llama-server/binary.js";
 import { checkSameModel } from "../../src/engine/llama-server/model-check.js";
 import { LlamaServerProcess, llamaServerArgs } from "../../src/engine/llama-server/server-process.js";
 import { ensureModel } from "../../src/presets/make-model.js";
-import { createRadixgate } from "../../src/radixgate.js";
-import { healthOf, TINY_MODEL, type TestServer } from "../helpers/server.js";
+import { healthOf, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 import { streamChat } from "../helpers/stream-chat.js";
 import { until } from "../helpers/until.js";
 
@@ -43,25 +44,7 @@ describe("a remote llama-server beside a local worker", () => {
     binary = await findLlamaServer(undefined);
     remote = await startRemote();
     port = Number(new URL(remote.baseURL).port);
-    const config = parseConfig({
-      server: { host: "127.0.0.1", port: 0, logLevel: "warn" },
-      models: [
-        {
-          id: TINY_MODEL,
-          source: "preset:tiny",
-          workers: 1,
-          slots: 2,
-          contextSize: 2048,
-          threads: 1,
-          isolation: "thread",
-          remote: [{ kind: "llama-server", url: remote.baseURL }],
-        },
-      ],
-      scheduler: { policy: "roundrobin" },
-    });
-    const radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() });
-    const baseURL = `${await radixgate.listen()}/v1`;
-    server = { baseURL, radixgate, client: new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0 }), close: () => radixgate.close() };
+    server = await startTestServer({ workers: 1, remote: [remote.baseURL] });
   });
 
   afterAll(async () => {
@@ -160,6 +143,35 @@ describe("a remote llama-server beside a local worker", () => {
     expect(again.usage?.completion_tokens).toBe(3);
   });
 
+  it("gone silent (stopped: its connections stay open, nothing answers): lost by its health checks, its running request placed again", async () => {
+    const before = await healthOf(server);
+    // Round robin puts one of two requests on each worker.
+    const requests = [0, 1].map((i) =>
+      server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: `silent ${i}` }], max_tokens: 300, temperature: 0 }),
+    );
+    await until(
+      () => server.radixgate.fleet.get("w1")!.engine.stats(),
+      (stats) => stats.slots.some((slot) => slot.busy),
+    );
+    const pid = remote.pid!;
+    process.kill(pid, "SIGSTOP");
+    try {
+      // Both complete in full: the one on the silent server had sent nothing yet.
+      for (const answer of await Promise.all(requests)) expect(answer.usage?.completion_tokens).toBe(300);
+      const down = await healthOf(server);
+      expect(down.workers.find((worker) => worker.id === "w1")!.alive).toBe(false);
+      expect(down.failovers).toBeGreaterThan(before.failovers);
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+    const back = await until(
+      () => healthOf(server),
+      (health) => health.workers.find((worker) => worker.id === "w1")?.alive === true,
+      2000,
+    );
+    expect(back.workers.find((worker) => worker.id === "w1")!.restarts).toBe(2);
+  });
+
   it("refuses a server whose model is shaped unlike the local GGUF, naming both", async () => {
     await expect(checkSameModel("http://elsewhere:8080", { n_vocab: 999 }, modelPath)).rejects.toThrow(/n_vocab 999\).*n_vocab \d+/);
     await expect(checkSameModel("http://elsewhere:8080", {}, modelPath)).resolves.toBeUndefined();
@@ -178,5 +190,69 @@ describe("config of remote engines", () => {
   it("refuses an engine without an http(s) URL or of an unknown kind", () => {
     expect(() => parseConfig(model({ remote: [{ kind: "llama-server", url: "10.0.0.7:8080" }] }))).toThrow(/remote.*url/s);
     expect(() => parseConfig(model({ remote: [{ kind: "vllm", url: "http://10.0.0.7:8080" }] }))).toThrow(/remote.*kind/s);
+  });
+});
+
+describe("a remote llama-server that is down when Radixgate starts", () => {
+  let remote: LlamaServerProcess | undefined;
+  let server: TestServer;
+  let url: string;
+
+  beforeAll(async () => {
+    // A port nothing listens on yet: the OS picks one, then it is closed again.
+    const probe = createNetServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    url = `http://127.0.0.1:${port}`;
+    server = await startTestServer({ workers: 1, remote: [url], server: { logLevel: "silent" } });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await remote?.close(1000);
+  });
+
+  it("starts without it, serves on the local worker, and takes it in once it answers", async () => {
+    const origin = server.baseURL.replace(/\/v1$/, "");
+    const health = (await healthOf(server)) as Awaited<ReturnType<typeof healthOf>> & { workers: { down_reason: string | null }[] };
+    expect(health.workers.map((worker) => [worker.id, worker.alive])).toEqual([
+      ["w0", true],
+      ["w1", false],
+    ]);
+    expect(health.workers[1]!.down_reason).toMatch(/did not answer \/health/);
+    const notReady = await fetch(`${origin}/ready`);
+    expect(notReady.status).toBe(503);
+    expect(await notReady.json()).toEqual({ ready: false, not_ready: ["w1"] });
+    // Placed on the local worker meanwhile; pinned to the absent one: 503 naming it.
+    const answer = await server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "who serves?" }], max_tokens: 3 });
+    expect(answer.usage?.completion_tokens).toBe(3);
+    const pinned = await fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-radixgate-worker": "w1" },
+      body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "w1?" }], max_tokens: 3 }),
+    });
+    expect(pinned.status).toBe(503);
+
+    // The server comes up at that address: it joins (a first start, not a restart) and serves.
+    const modelPath = await ensureModel("tiny");
+    remote = await LlamaServerProcess.start({
+      binary: await findLlamaServer(undefined),
+      port: Number(new URL(url).port),
+      args: [...llamaServerArgs({ modelPath, slots: 2, contextPerSlot: 2048, batchSize: 512, threads: 1, gpu: false }), "--slots", "--metrics"],
+    });
+    const joined = await until(
+      () => fetch(`${origin}/ready`).then((response) => response.status),
+      (status) => status === 200,
+      2000,
+    );
+    expect(joined).toBe(200);
+    const after = await healthOf(server);
+    expect(after.workers.find((worker) => worker.id === "w1")).toMatchObject({ alive: true, restarts: 0, isolation: "remote" });
+    const served = await server.client.chat.completions.create(
+      { model: TINY_MODEL, messages: [{ role: "user", content: "w1 now" }], max_tokens: 3 },
+      { headers: { "x-radixgate-worker": "w1" } },
+    );
+    expect(served.usage?.completion_tokens).toBe(3);
   });
 });

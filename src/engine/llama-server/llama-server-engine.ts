@@ -60,6 +60,8 @@ interface Life {
   held: number[][];
   died: Promise<string>;
   dead: boolean;
+  /** The connections of its running generations: closed when it is lost (a silent network never closes them). */
+  running: Set<AbortController>;
 }
 
 export class LlamaServerEngine implements WorkerEngine {
@@ -185,10 +187,12 @@ export class LlamaServerEngine implements WorkerEngine {
         { tokensOfSlot: (slot) => held[slot] ?? [] },
       ),
       dead: false,
+      running: new Set(),
       died: undefined as unknown as Promise<string>,
     };
     life.died = server.exited.then((reason) => {
       life.dead = true;
+      for (const connection of life.running) connection.abort(new WorkerDiedError(`${this.id}: ${reason}`));
       // Requests still waiting for one of its slots fail with it (and are placed again).
       for (const waiting of this.waitingIds) life.slots.cancel(waiting);
       return this.closing ? new Promise<string>(() => undefined) : reason;
@@ -246,6 +250,7 @@ export class LlamaServerEngine implements WorkerEngine {
     const predictedCached = Math.min(commonPrefixLength(life.held[slot]!, tokens), Math.max(0, tokens.length - 1));
     hooks.onStarted?.({ type: "started", slot, cachedTokens: predictedCached, queueMs: startedAt - queuedAt, restoredTokens: 0 });
     const abort = new AbortController();
+    life.running.add(abort);
     const cancel = () => abort.abort();
     if (hooks.signal?.aborted) cancel();
     hooks.signal?.addEventListener("abort", cancel, { once: true });
@@ -269,6 +274,7 @@ export class LlamaServerEngine implements WorkerEngine {
       });
     } catch (error) {
       if (error instanceof ResponseFormatError || error instanceof WorkerTaskError) throw error;
+      if (abort.signal.reason instanceof WorkerDiedError) throw abort.signal.reason;
       if (!abort.signal.aborted) {
         // A dropped connection is a death when the server is gone (a process's exit may be
         // reported a moment later; a remote server is checked at once).
@@ -281,6 +287,7 @@ export class LlamaServerEngine implements WorkerEngine {
         throw new WorkerTaskError(`llama-server request failed: ${(error as Error).message}`);
       }
     } finally {
+      life.running.delete(abort);
       hooks.signal?.removeEventListener("abort", cancel);
       // What the slot holds now: the prompt and what was generated but the last token (sampled,
       // never evaluated); after a cancel in the prefill, an unknown part of the prompt: nothing.
