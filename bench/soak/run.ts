@@ -6,6 +6,7 @@
 //   npm run bench:soak -- [--minutes 10] [--isolation thread|process|both] [--capacity-seconds 60]
 //     [--capacity-concurrency 8] [--load-fraction 0.8] [--kill-every-s 120] [--reload-every-s 60]
 //     [--hang-s 60] [--seed 1] [--results soak]
+// The policy is the default (preble) unless env RADIXGATE_POLICY names another.
 //
 // A short check: --minutes 2 --capacity-seconds 15 --kill-every-s 40 --reload-every-s 20.
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -93,7 +94,7 @@ const header: RunHeader = {
     loadAverageAtStart,
     loadAverageAtEnd: loadavg(),
   },
-  server: { model: `${SOAK_MODEL} (preset:tiny)`, ...SHAPE, policy: "preble (default)", logLevel: "warn" },
+  server: { model: `${SOAK_MODEL} (preset:tiny)`, ...SHAPE, policy: process.env.RADIXGATE_POLICY ? `${process.env.RADIXGATE_POLICY} (env RADIXGATE_POLICY)` : "preble (default)", logLevel: "warn" },
   durations: {
     soakMinutes: numbers.minutes,
     ...settings,
