@@ -11,7 +11,7 @@ import { buildApp } from "./http/app.js";
 import { GlobalScheduler } from "./scheduler/global-scheduler.js";
 import { createPolicy, POLICY_CONFIG_KEYS } from "./scheduler/registry.js";
 import { CompletionService } from "./serving/completion-service.js";
-import { Fleet, type FleetWorker } from "./serving/fleet.js";
+import { Fleet, type FleetWorker, hasStarted } from "./serving/fleet.js";
 import { observeAll, requestLog } from "./serving/observer.js";
 import { RecentActivity } from "./serving/recent-activity.js";
 import { statusReport } from "./serving/status.js";
@@ -92,8 +92,6 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
       app.log.error({ worker: workerId, err: error }, "remote engine answered but could not be calibrated; it is left out");
     }
   };
-  // Those that answered while the scheduler was being built.
-  for (const worker of fleet.workers) if (worker.joined && !scheduler.hasWorker(worker.engine.id)) void join(worker.engine.id);
   const metrics = new Metrics(fleet, scheduler);
   const activity = new RecentActivity();
   const observer = observeAll(
@@ -182,7 +180,7 @@ async function createScheduler(config: Config, fleet: Fleet): Promise<GlobalSche
   const scheduler = new GlobalScheduler(createPolicy(config.scheduler.policy, config.scheduler), { ...config.scheduler, now: () => performance.now() });
   // One worker at a time: the first of identical workers profiles, the rest hit its cache
   // (keyed by model file, hardware and context settings), so start-up stays short.
-  for (const worker of fleet.workers) if (worker.joined) await addToScheduler(scheduler, worker);
+  for (const worker of fleet.workers) if (hasStarted(worker)) await addToScheduler(scheduler, worker);
   return scheduler;
 }
 

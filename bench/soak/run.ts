@@ -13,6 +13,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
+import { allocatorOf } from "../../src/cli/serve.js";
 import { gitCommit } from "../git-commit.js";
 import { DEFAULT_WEIGHTS, RequestMix } from "./mix.js";
 import { renderReport, type RunHeader } from "./report.js";
@@ -84,9 +85,8 @@ const header: RunHeader = {
   date,
   command: `npm run bench:soak -- ${process.argv.slice(2).join(" ")}`.trim(),
   node: process.version,
-  allocator: process.env.LD_PRELOAD?.includes("jemalloc")
-    ? `jemalloc (LD_PRELOAD=${process.env.LD_PRELOAD})`
-    : `glibc (MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? "unset"})`,
+  allocator:
+    allocatorOf() === "jemalloc" ? `jemalloc (LD_PRELOAD=${process.env.LD_PRELOAD})` : `glibc (MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? "unset"})`,
   machine: {
     cores: cpus().length,
     cpu: cpus()[0]?.model ?? "cpu",
@@ -94,7 +94,12 @@ const header: RunHeader = {
     loadAverageAtStart,
     loadAverageAtEnd: loadavg(),
   },
-  server: { model: `${SOAK_MODEL} (preset:tiny)`, ...SHAPE, policy: process.env.RADIXGATE_POLICY ? `${process.env.RADIXGATE_POLICY} (env RADIXGATE_POLICY)` : "preble (default)", logLevel: "warn" },
+  server: {
+    model: `${SOAK_MODEL} (preset:tiny)`,
+    ...SHAPE,
+    policy: process.env.RADIXGATE_POLICY ? `${process.env.RADIXGATE_POLICY} (env RADIXGATE_POLICY)` : "preble (default)",
+    logLevel: "warn",
+  },
   durations: {
     soakMinutes: numbers.minutes,
     ...settings,

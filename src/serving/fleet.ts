@@ -32,8 +32,6 @@ export interface FleetWorker {
   downSince?: number;
   /** How long its last start took, from death (or launch) to serving: the next restart's estimate. */
   startMs: number;
-  /** False until its first start succeeds: a remote engine that did not answer at launch joins later. */
-  joined: boolean;
   /** Why it is down, while it is. */
   downReason?: string;
 }
@@ -114,7 +112,7 @@ export class Fleet {
         spill: config.spill,
       };
       const engine = await engineFor(init, model, { isolation, env, ...(url !== undefined ? { url } : {}) }, services);
-      workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0, joined: false });
+      workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
     }
     const launchedAt = performance.now();
     const loads = await Promise.allSettled(
@@ -124,13 +122,13 @@ export class Fleet {
       }),
     );
     loads.forEach((load, i) => {
-      if (load.status === "fulfilled") workers[i]!.joined = true;
-      else workers[i]!.downReason = (load.reason as Error).message;
+      if (load.status === "rejected") workers[i]!.downReason = (load.reason as Error).message;
     });
     // A remote engine that does not answer yet joins when it does, as long as its model has a
     // worker serving now; a local worker that fails to load stops the start.
     const fatal = workers.find(
-      (worker) => !worker.joined && (worker.engine.isolation !== "remote" || !workers.some((other) => other.joined && other.modelId === worker.modelId)),
+      (worker) =>
+        !hasStarted(worker) && (worker.engine.isolation !== "remote" || !workers.some((other) => hasStarted(other) && other.modelId === worker.modelId)),
     );
     if (fatal) {
       await Promise.allSettled(workers.map((worker) => worker.engine.close()));
@@ -141,23 +139,25 @@ export class Fleet {
     for (const model of config.models) {
       // A remote engine reports its own context per slot: a prompt must fit the shortest.
       const contextSize = Math.min(
-        ...workers.filter((worker) => worker.joined && worker.modelId === model.id).map((worker) => worker.engine.info!.contextSize),
+        ...workers.filter((worker) => hasStarted(worker) && worker.modelId === model.id).map((worker) => worker.engine.info!.contextSize),
       );
       models.set(model.id, { config: model, path: modelPaths.get(model.id)!, contextSize, createdAt });
     }
     const now = performance.now();
     for (const worker of workers) {
-      worker.alive = worker.joined;
-      if (!worker.joined) worker.downSince = now;
+      worker.alive = hasStarted(worker);
+      if (!worker.alive) worker.downSince = now;
     }
-    const fleet = new Fleet(models, workers);
-    for (const worker of workers) if (!worker.joined) fleet.restart(worker, 1);
-    return fleet;
+    return new Fleet(models, workers);
   }
 
-  /** Who to tell when a worker goes down or comes back (the global scheduler). */
+  /**
+   * Who to tell when a worker goes down or comes back (the global scheduler). Remote engines
+   * that did not answer at launch are tried from here on, so the one that answers is told.
+   */
   setHooks(hooks: FleetHooks): void {
     this.hooks = hooks;
+    for (const worker of this.workers) if (!hasStarted(worker)) this.restart(worker, 1);
   }
 
   get(workerId: string): FleetWorker | undefined {
@@ -180,7 +180,7 @@ export class Fleet {
         restarts: worker.restarts,
         isolation: worker.engine.isolation,
         engine: worker.engine.kind,
-        joined: worker.joined,
+        joined: hasStarted(worker),
         downReason: worker.alive ? null : (worker.downReason ?? null),
         precision: worker.engine.precision,
         url: worker.engine.url,
@@ -225,14 +225,14 @@ export class Fleet {
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       if (this.closed) return;
+      // A first start (a remote engine joining late) is not a restart.
+      const firstStart = !hasStarted(worker);
       worker.engine.restart().then(
         () => {
           // Closed while it restarted: dispose the fresh one too (a thread left holding
           // llama.cpp objects would abort the process on exit).
           if (this.closed) return void worker.engine.close().catch(() => undefined);
-          // A first start (a remote engine joining late) is not a restart.
-          if (worker.joined) worker.restarts++;
-          worker.joined = true;
+          if (!firstStart) worker.restarts++;
           // A prompt must fit every worker of its model, this one too (a remote one may be shorter).
           const served = this.models.get(worker.modelId);
           if (served && worker.engine.info && worker.engine.info.contextSize < served.contextSize) served.contextSize = worker.engine.info.contextSize;
@@ -250,6 +250,11 @@ export class Fleet {
     }, delay);
     this.timers.add(timer);
   }
+}
+
+/** Whether the worker ever started: what it loaded stays known across its deaths. */
+export function hasStarted(worker: FleetWorker): boolean {
+  return worker.engine.info !== undefined;
 }
 
 /** The engine of one planned worker: a remote llama-server, a llama-server process, or node-llama-cpp. */

@@ -27,7 +27,7 @@ describe("jemalloc for npm start", () => {
   delete base.LD_PRELOAD;
   delete base.RADIXGATE_NO_JEMALLOC;
 
-  it.skipIf(!HAS_JEMALLOC)("preloads the system's jemalloc when nothing else is preloaded", () => {
+  it.skipIf(!HAS_JEMALLOC)("preloads the system's jemalloc when nothing else is preloaded (skipped where libjemalloc2 is not installed)", () => {
     const run = runWrapped(base);
     expect(run.preload).toBe(LIB);
     expect(run.mapped).toBe(true);

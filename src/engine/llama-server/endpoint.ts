@@ -9,8 +9,11 @@ export interface LlamaServerEndpoint {
   readonly exited: Promise<string>;
   /** Fault injection: the process is killed; a remote server is dropped as if it had stopped answering. */
   kill(): void;
-  /** A request to it just failed to connect: check it now instead of at the next health check. */
-  suspect(): void;
+  /**
+   * A request to it just lost its connection: is the server gone? A process answers from its
+   * exit, a remote server from a health check made now. True once `exited` has resolved.
+   */
+  confirmLost(): Promise<boolean>;
   /** Stops it (ours) or stops watching it (remote). */
   close(graceMs?: number): Promise<void>;
 }

@@ -42,6 +42,36 @@ export async function textOf(response: ServerResponse): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** "" when GET /health answers 200 within `timeoutMs`, else what went wrong. */
+export async function healthProblem(baseURL: string, timeoutMs: number): Promise<string> {
+  try {
+    const response = await send(`${baseURL}/health`, "GET", undefined, undefined, timeoutMs);
+    response.body.resume();
+    return response.status === 200 ? "" : `/health answered ${response.status}`;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+/**
+ * Polls /health every `pollMs` until it answers 200. Rejects after `readyTimeoutMs` with the
+ * last problem, or at once when `gaveUp` names a reason to stop waiting (the process exited).
+ */
+export async function untilHealthy(
+  baseURL: string,
+  { readyTimeoutMs, pollMs, gaveUp }: { readyTimeoutMs: number; pollMs: number; gaveUp?: () => Promise<string | undefined> },
+): Promise<void> {
+  const deadline = Date.now() + readyTimeoutMs;
+  for (;;) {
+    const stop = await gaveUp?.();
+    if (stop !== undefined) throw new Error(stop);
+    const problem = await healthProblem(baseURL, Math.max(pollMs, 1000));
+    if (problem === "") return;
+    if (Date.now() > deadline) throw new Error(`llama-server at ${baseURL} did not answer /health in ${readyTimeoutMs} ms: ${problem}`);
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
 /** A JSON answer, or an error naming the path and the server's own message. */
 export async function jsonOf(url: string, method: "GET" | "POST", body?: unknown, timeoutMs?: number): Promise<unknown> {
   const response = await send(url, method, body, undefined, timeoutMs);

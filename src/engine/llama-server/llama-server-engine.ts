@@ -32,6 +32,9 @@ import { checkSameModel, type ServedModelShape } from "./model-check.js";
 import { RemoteLlamaServer, type RemoteWatch } from "./remote-server.js";
 import { LlamaServerProcess, llamaServerArgs } from "./server-process.js";
 
+/** The start's questions to the server (/props, /v1/models) fail after this long without an answer. */
+const START_REQUEST_TIMEOUT_MS = 10_000;
+
 /** llama-server's own default for `--cache-ram`. */
 export const LLAMA_SERVER_CACHE_RAM_MIB = 8192;
 
@@ -125,8 +128,11 @@ export class LlamaServerEngine implements WorkerEngine {
     const server = this.options.url !== undefined ? await RemoteLlamaServer.connect(this.options.url, this.options.watch) : await this.spawn();
     try {
       // A remote server says how many slots it has and how long each is; ours has what we asked.
-      const props = (await jsonOf(`${server.baseURL}/props`, "GET")) as { total_slots?: number; default_generation_settings?: { n_ctx?: number } };
-      const models = (await jsonOf(`${server.baseURL}/v1/models`, "GET")) as { data?: { meta?: ServedModelShape }[] };
+      const props = (await jsonOf(`${server.baseURL}/props`, "GET", undefined, START_REQUEST_TIMEOUT_MS)) as {
+        total_slots?: number;
+        default_generation_settings?: { n_ctx?: number };
+      };
+      const models = (await jsonOf(`${server.baseURL}/v1/models`, "GET", undefined, START_REQUEST_TIMEOUT_MS)) as { data?: { meta?: ServedModelShape }[] };
       const meta = models.data?.[0]?.meta ?? {};
       if (this.options.url !== undefined) await checkSameModel(server.baseURL, meta, this.init.modelPath);
       const slots = this.options.url !== undefined ? (props.total_slots ?? this.init.slots) : this.init.slots;
@@ -276,14 +282,8 @@ export class LlamaServerEngine implements WorkerEngine {
       if (error instanceof ResponseFormatError || error instanceof WorkerTaskError) throw error;
       if (abort.signal.reason instanceof WorkerDiedError) throw abort.signal.reason;
       if (!abort.signal.aborted) {
-        // A dropped connection is a death when the server is gone (a process's exit may be
-        // reported a moment later; a remote server is checked at once).
-        life.server.suspect();
-        const exited = await Promise.race([
-          life.server.exited.then(() => true),
-          sleep(this.options.url !== undefined ? (this.options.watch?.timeoutMs ?? 2000) + 500 : 500).then(() => false),
-        ]);
-        if (exited || life.dead) throw new WorkerDiedError(`${this.id}: ${await life.server.exited}`);
+        // A dropped connection is a death when the server is gone.
+        if ((await life.server.confirmLost()) || life.dead) throw new WorkerDiedError(`${this.id}: ${await life.server.exited}`);
         throw new WorkerTaskError(`llama-server request failed: ${(error as Error).message}`);
       }
     } finally {
@@ -415,5 +415,3 @@ function refusalOf(status: number, text: string, sampling: SamplingParams): Erro
   if (status === 400 && sampling.responseFormat !== undefined) return new ResponseFormatError(message);
   return new WorkerTaskError(`llama-server answered ${status}: ${message}`);
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -5,7 +5,7 @@
 // answer again (the fleet retries with back-off). A request never hangs on a server that has
 // gone silent: connecting and each health check time out.
 import type { LlamaServerEndpoint } from "./endpoint.js";
-import { send } from "./http-client.js";
+import { healthProblem, untilHealthy } from "./http-client.js";
 
 export interface RemoteWatch {
   /** Between health checks. Default 2 s. */
@@ -26,7 +26,9 @@ export class RemoteLlamaServer implements LlamaServerEndpoint {
   private lose!: (reason: string) => void;
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
-  private checking = false;
+  /** The health check under way, which a second caller waits for instead of starting another. */
+  private checking: Promise<void> | undefined;
+  private lost = false;
   private stopped = false;
 
   private constructor(
@@ -36,6 +38,7 @@ export class RemoteLlamaServer implements LlamaServerEndpoint {
     this.exited = new Promise((resolve) => {
       this.lose = (reason) => {
         if (this.stopped) return;
+        this.lost = true;
         this.stop();
         resolve(`llama-server at ${this.baseURL} lost: ${reason}`);
       };
@@ -46,14 +49,7 @@ export class RemoteLlamaServer implements LlamaServerEndpoint {
   static async connect(url: string, watch: RemoteWatch = {}): Promise<RemoteLlamaServer> {
     const settings = { ...DEFAULTS, ...watch };
     const server = new RemoteLlamaServer(url.replace(/\/+$/, ""), settings);
-    const deadline = Date.now() + settings.readyTimeoutMs;
-    let last = "";
-    for (;;) {
-      last = await server.probe();
-      if (last === "") break;
-      if (Date.now() > deadline) throw new Error(`llama-server at ${server.baseURL} did not answer /health in ${settings.readyTimeoutMs} ms: ${last}`);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(500, settings.intervalMs)));
-    }
+    await untilHealthy(server.baseURL, { readyTimeoutMs: settings.readyTimeoutMs, pollMs: Math.min(500, settings.intervalMs) });
     server.schedule();
     return server;
   }
@@ -62,10 +58,13 @@ export class RemoteLlamaServer implements LlamaServerEndpoint {
     this.lose("dropped by the host (fault injection)");
   }
 
-  suspect(): void {
-    if (this.stopped) return;
-    this.failures++;
-    void this.check();
+  /** The failed request counts as one failed check; one more, made now, makes it lost. */
+  async confirmLost(): Promise<boolean> {
+    if (!this.stopped) {
+      this.failures++;
+      await this.check();
+    }
+    return this.lost;
   }
 
   async close(): Promise<void> {
@@ -83,26 +82,14 @@ export class RemoteLlamaServer implements LlamaServerEndpoint {
     this.timer.unref();
   }
 
-  private async check(): Promise<void> {
-    if (this.checking || this.stopped) return;
-    this.checking = true;
-    try {
-      const problem = await this.probe();
-      this.failures = problem === "" ? 0 : this.failures + 1;
-      if (problem !== "" && this.failures >= this.watch.failuresToLose) this.lose(problem);
-    } finally {
-      this.checking = false;
-    }
-  }
-
-  /** "" when /health answers 200 in time, else what went wrong. */
-  private async probe(): Promise<string> {
-    try {
-      const response = await send(`${this.baseURL}/health`, "GET", undefined, undefined, this.watch.timeoutMs);
-      response.body.resume();
-      return response.status === 200 ? "" : `/health answered ${response.status}`;
-    } catch (error) {
-      return (error as Error).message;
-    }
+  private check(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    this.checking ??= healthProblem(this.baseURL, this.watch.timeoutMs)
+      .then((problem) => {
+        this.failures = problem === "" ? 0 : this.failures + 1;
+        if (problem !== "" && this.failures >= this.watch.failuresToLose) this.lose(problem);
+      })
+      .finally(() => (this.checking = undefined));
+    return this.checking;
   }
 }

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import type { LlamaServerEndpoint } from "./endpoint.js";
+import { untilHealthy } from "./http-client.js";
 
 /**
  * util-linux's setpriv sets the parent-death signal and then runs the server in its own place
@@ -81,21 +82,21 @@ export class LlamaServerProcess implements LlamaServerEndpoint {
     const server = new LlamaServerProcess(child, `http://127.0.0.1:${port}`);
     let spawnError: Error | undefined;
     child.once("error", (error) => (spawnError = error));
-    const deadline = Date.now() + (launch.readyTimeoutMs ?? 120_000);
-    for (;;) {
-      if (spawnError) throw new Error(`llama-server ${launch.binary} did not start: ${spawnError.message}`);
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${await server.exited} before serving: ${server.stderr}`);
-      const status = await fetch(`${server.baseURL}/health`).then(
-        (response) => response.status,
-        () => 0,
-      );
-      if (status === 200) return server;
-      if (Date.now() > deadline) {
-        child.kill("SIGKILL");
-        throw new Error(`llama-server did not become ready in ${launch.readyTimeoutMs ?? 120_000} ms: ${server.stderr}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+    try {
+      await untilHealthy(server.baseURL, {
+        readyTimeoutMs: launch.readyTimeoutMs ?? 120_000,
+        pollMs: 100,
+        gaveUp: async () => {
+          if (spawnError) return `llama-server ${launch.binary} did not start: ${spawnError.message}`;
+          if (child.exitCode !== null || child.signalCode !== null) return `${await server.exited} before serving`;
+          return undefined;
+        },
+      });
+    } catch (error) {
+      child.kill("SIGKILL");
+      throw new Error(`${(error as Error).message}: ${server.stderr}`);
     }
+    return server;
   }
 
   get pid(): number | undefined {
@@ -112,8 +113,10 @@ export class LlamaServerProcess implements LlamaServerEndpoint {
     this.child.kill("SIGKILL");
   }
 
-  /** Its exit is watched directly: nothing to check. */
-  suspect(): void {}
+  /** Its exit is watched directly; a dropped connection may come a moment before the exit is reported. */
+  confirmLost(): Promise<boolean> {
+    return Promise.race([this.exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 500))]);
+  }
 
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
   async close(graceMs = 10_000): Promise<void> {

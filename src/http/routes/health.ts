@@ -13,10 +13,9 @@ export function healthRoute(
   configError: () => string | undefined,
 ): void {
   app.get("/health", async (_request, reply) => {
-    const workers = scheduler.views();
-    const alive = workers.filter((worker) => worker.alive).length;
+    const views = new Map(scheduler.views().map((view) => [view.id, view]));
+    const alive = [...views.values()].filter((view) => view.alive).length;
     const fleetStatus = fleet.status();
-    const statusOf = new Map(fleetStatus.workers.map((worker) => [worker.id, worker]));
     return reply.code(alive > 0 ? 200 : 503).send({
       status: alive > 0 ? "ok" : "no_live_worker",
       policy: scheduler.policy.name,
@@ -24,46 +23,29 @@ export function healthRoute(
       config_error: configError() ?? null,
       failovers: service.failovers,
       // Requests waiting at the host for a place (every worker of their model full), per model.
-      waiting: Object.fromEntries([...new Set(workers.map((worker) => worker.modelId))].map((model) => [model, service.waitingFor(model)])),
-      workers: workers
-        .map((worker) => ({
+      waiting: Object.fromEntries([...new Set(fleetStatus.workers.map((worker) => worker.modelId))].map((model) => [model, service.waitingFor(model)])),
+      // Every configured worker; a remote engine not placed on yet (not answering since launch,
+      // or being calibrated) has no scheduler view and shows as down with no slots.
+      workers: fleetStatus.workers.map((worker) => {
+        const view = views.get(worker.id);
+        return {
           id: worker.id,
           model: worker.modelId,
-          alive: worker.alive,
-          in_flight: worker.inFlight,
-          slots: worker.slots,
-          cached_tokens: worker.kvTokens,
-          capacity_tokens: worker.kvCapacityTokens,
-          finished: statusOf.get(worker.id)?.finished,
-          restarts: statusOf.get(worker.id)?.restarts ?? 0,
-          isolation: statusOf.get(worker.id)?.isolation,
-          engine: statusOf.get(worker.id)?.engine,
-          down_reason: statusOf.get(worker.id)?.downReason ?? null,
+          alive: view?.alive ?? false,
+          in_flight: view?.inFlight ?? 0,
+          slots: view?.slots ?? 0,
+          cached_tokens: view?.kvTokens ?? 0,
+          capacity_tokens: view?.kvCapacityTokens ?? 0,
+          finished: worker.finished,
+          restarts: worker.restarts,
+          isolation: worker.isolation,
+          engine: worker.engine,
+          down_reason: view === undefined && worker.joined ? "answering; being calibrated before it is placed on" : worker.downReason,
           // How exact the placement tree is about this worker's cache (exact, at-least, approximate).
-          precision: statusOf.get(worker.id)?.precision,
-          url: statusOf.get(worker.id)?.url ?? null,
-        }))
-        .concat(
-          // Remote engines not placed on yet: not answering since launch, or being calibrated.
-          fleetStatus.workers
-            .filter((worker) => !scheduler.hasWorker(worker.id))
-            .map((worker) => ({
-              id: worker.id,
-              model: worker.modelId,
-              alive: false,
-              in_flight: 0,
-              slots: 0,
-              cached_tokens: 0,
-              capacity_tokens: 0,
-              finished: worker.finished,
-              restarts: worker.restarts,
-              isolation: worker.isolation,
-              engine: worker.engine,
-              down_reason: worker.joined ? "answering; being calibrated before it is placed on" : worker.downReason,
-              precision: worker.precision,
-              url: worker.url ?? null,
-            })),
-        ),
+          precision: worker.precision,
+          url: worker.url ?? null,
+        };
+      }),
     });
   });
 }
@@ -71,16 +53,17 @@ export function healthRoute(
 /** GET /ready — 200 once every configured worker is loaded and alive, else 503 naming those that are not. */
 export function readyRoute(app: FastifyInstance, fleet: Pick<Fleet, "status">, scheduler: GlobalScheduler): void {
   app.get("/ready", async (_request, reply) => {
-    const notReady = [
-      ...scheduler
+    // Down, or a remote engine not placed on yet (no scheduler view).
+    const alive = new Set(
+      scheduler
         .views()
-        .filter((worker) => !worker.alive)
-        .map((worker) => worker.id),
-      ...fleet
-        .status()
-        .workers.filter((worker) => !scheduler.hasWorker(worker.id))
-        .map((worker) => worker.id),
-    ];
+        .filter((view) => view.alive)
+        .map((view) => view.id),
+    );
+    const notReady = fleet
+      .status()
+      .workers.filter((worker) => !alive.has(worker.id))
+      .map((worker) => worker.id);
     return reply.code(notReady.length === 0 ? 200 : 503).send({ ready: notReady.length === 0, not_ready: notReady });
   });
 }
