@@ -20,6 +20,7 @@ export interface RunHeader {
     soakMinutes: number;
     capacitySeconds: number;
     capacityConcurrency: number;
+    search: { stepSeconds: number; startFraction: number; bisectionSteps: number; ttftP99BoundMs: number };
     loadFraction: number;
     killEveryS: number;
     reloadEveryS: number;
@@ -110,9 +111,17 @@ function isolationSection(r: IsolationResult): string[] {
   return [
     `## ${r.isolation} isolation`,
     "",
-    `Server up in ${fmt(r.startupS, 1)} s. Capacity: ${fmt(r.capacity.requestsPerS, 1)} requests/s (${r.capacity.answered} good requests completed in the second half of ${r.capacity.seconds} s, closed loop at concurrency ${r.capacity.concurrency}; ` +
-      `${r.capacity.summary.failed} failed: ${list(r.capacity.summary.failureReasons)}). Soak rate: ${fmt(r.ratePerS, 2)} requests/s planned, ${fmt(r.soak.sentPerS, 2)} sent; ` +
+    `Server up in ${fmt(r.startupS, 1)} s. Closed loop: ${fmt(r.capacity.closedLoop.requestsPerS, 1)} requests/s (${r.capacity.closedLoop.answered} good requests completed in the second half of ${r.capacity.closedLoop.seconds} s at concurrency ${r.capacity.closedLoop.concurrency}; ` +
+      `${r.capacity.closedLoop.summary.failed} failed: ${list(r.capacity.closedLoop.summary.failureReasons)}). ` +
+      `Sustained: ${fmt(r.capacity.sustained.requestsPerS, 1)} requests/s${r.capacity.sustained.requestsPerS > 0 ? "" : " (**no step kept up**)"}. Soak rate: ${fmt(r.ratePerS, 2)} requests/s planned, ${fmt(r.soak.sentPerS, 2)} sent; ` +
       `the last answer came ${fmt(r.soak.wallS, 1)} s after the soak started (${r.soak.plannedS} s of arrivals).`,
+    "",
+    `| search step | rate (requests/s) | kept up | sent | failed | turned back (429/503) | hangs | TTFT p99 (ms) | last answer at (s) |`,
+    "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...r.capacity.sustained.steps.map(
+      (step, i) =>
+        `| ${i + 1} | ${fmt(step.ratePerS, 1)} | ${step.kept ? "yes" : "no"} | ${step.sent} | ${step.failed} | ${step.retried} | ${step.hangs} | ${fmt(step.ttftP99Ms)} | ${fmt(step.wallS, 1)} |`,
+    ),
     "",
     ...requestsTable(s),
     "",
@@ -172,7 +181,7 @@ function isolationSection(r: IsolationResult): string[] {
 export function renderReport(header: RunHeader, results: readonly IsolationResult[]): string {
   const d = header.durations;
   return [
-    "# Soak: a steady mix at 80 % of capacity, workers killed, config reloaded",
+    `# Soak: a steady mix at ${(d.loadFraction * 100).toFixed(0)} % of capacity, workers killed, config reloaded`,
     "",
     `Commit ${header.commit} (tree ${header.treeClean ? "clean" : "not clean"} under src/ and bench/). Date ${header.date}. Command: \`${header.command}\`.`,
     "",
@@ -182,8 +191,10 @@ export function renderReport(header: RunHeader, results: readonly IsolationResul
     `Server: in-process \`createRadixgate\` from a config.yml in a temp folder; model ${header.server.model}, ${header.server.workers} workers x ${header.server.slots} slots, ` +
       `contextSize ${header.server.contextSize}, threads ${header.server.threads}, policy ${header.server.policy}, log level ${header.server.logLevel}. ${header.loadGenerator}`,
     "",
-    `Per isolation, one after the other: capacity = good requests (agent turns, one-shots, streams) completed per second in the second half of a ${d.capacitySeconds} s closed loop at concurrency ${d.capacityConcurrency}, divided by their share of the mix (aborts and bad requests cost next to nothing and are not counted); ` +
-      `then ${d.soakMinutes} min of Poisson arrivals at ${(d.loadFraction * 100).toFixed(0)} % of it. A worker is killed every ${d.killEveryS} s (w0, w1, ...: a thread by \`engine.crash()\`, ` +
+    `Per isolation, one after the other: first a ${d.capacitySeconds} s closed loop at concurrency ${d.capacityConcurrency} (its rate = good requests, i.e. agent turns, one-shots and streams, completed per second in its second half, divided by their share of the mix: aborts and bad requests cost next to nothing). ` +
+      `It bounds the search for the capacity, the sustained rate: the highest Poisson arrival rate at which a ${d.search.stepSeconds} s step had no failure, no hang, no request turned back with 429 or 503 and a stream TTFT p99 within ${d.search.ttftP99BoundMs} ms ` +
+      `(first ${(d.search.startFraction * 100).toFixed(0)} % of the closed loop's rate, doubling or halving to a bracket, never above the closed loop's rate, then ${d.search.bisectionSteps} bisection steps; each step with fresh prompts and sessions). A closed loop never queues and runs each session's turns back to back, so it overstates what random arrivals can get. ` +
+      `Then ${d.soakMinutes} min of Poisson arrivals at ${(d.loadFraction * 100).toFixed(0)} % of the sustained rate. A worker is killed every ${d.killEveryS} s (w0, w1, ...: a thread by \`engine.crash()\`, ` +
       `a process by SIGKILL) and config.yml is rewritten and reloaded every ${d.reloadEveryS} s (${RELOAD_KEY} alternating). Memory is sampled ${d.warmUpS} s into the soak and 2 s before its end, ` +
       `${header.gcExposed ? "each after global.gc()" : "without a forced GC (run node with --expose-gc for one)"}. A request unanswered after ${d.hangBoundS} s is a hang.`,
     "",
@@ -197,7 +208,7 @@ export function renderReport(header: RunHeader, results: readonly IsolationResul
     `| check | target | ${results.map((r) => r.isolation).join(" | ")} |`,
     `| --- | --- | ${results.map(() => "---").join(" | ")} |`,
     ...CHECKS.map((c) => `| ${c.name} | ${c.target} | ${results.map((r) => `${c.value(r)} (${mark(c.ok(r))})`).join(" | ")} |`),
-    `| capacity / soak rate (requests/s) | | ${results.map((r) => `${fmt(r.capacity.requestsPerS, 1)} / ${fmt(r.ratePerS, 1)}`).join(" | ")} |`,
+    `| closed loop / sustained / soak rate (requests/s) | | ${results.map((r) => `${fmt(r.capacity.closedLoop.requestsPerS, 1)} / ${fmt(r.capacity.sustained.requestsPerS, 1)} / ${fmt(r.ratePerS, 1)}`).join(" | ")} |`,
     `| sent / completed / failed | | ${results.map((r) => `${r.soak.summary.sent} / ${r.soak.summary.completed} / ${r.soak.summary.failed}`).join(" | ")} |`,
     `| TTFT p50 / p99 (ms) | | ${results.map((r) => `${fmt(r.soak.summary.ttft.p50Ms)} / ${fmt(r.soak.summary.ttft.p99Ms)}`).join(" | ")} |`,
     `| failovers (/health) | | ${results.map((r) => String(r.health.failovers)).join(" | ")} |`,

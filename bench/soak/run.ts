@@ -6,9 +6,12 @@
 //   npm run bench:soak -- [--minutes 10] [--isolation thread|process|both] [--capacity-seconds 60]
 //     [--capacity-concurrency 8] [--load-fraction 0.8] [--kill-every-s 120] [--reload-every-s 60]
 //     [--hang-s 60] [--seed 1] [--results soak]
+//     [--search-step-s 40] [--search-start 0.5] [--search-bisections 3] [--search-ttft-p99-ms 2000]
+// Capacity is the highest Poisson rate kept up with in short steps (capacity.ts), searched
+// from --search-start x the closed loop's rate, never above the closed loop's rate.
 // The policy is the default (preble) unless env RADIXGATE_POLICY names another.
 //
-// A short check: --minutes 2 --capacity-seconds 15 --kill-every-s 40 --reload-every-s 20.
+// A short check: --minutes 2 --capacity-seconds 15 --search-step-s 15 --search-bisections 1 --kill-every-s 40 --reload-every-s 20.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { parseArgs } from "node:util";
@@ -31,6 +34,10 @@ const { values } = parseArgs({
     "reload-every-s": { type: "string", default: "60" },
     "hang-s": { type: "string", default: "60" },
     seed: { type: "string", default: "1" },
+    "search-step-s": { type: "string", default: "40" },
+    "search-start": { type: "string", default: "0.5" },
+    "search-bisections": { type: "string", default: "3" },
+    "search-ttft-p99-ms": { type: "string", default: "2000" },
     results: { type: "string", default: "soak" },
   },
 });
@@ -49,12 +56,17 @@ const numbers = {
   reloadEveryS: Number(values["reload-every-s"]),
   hangS: Number(values["hang-s"]),
   seed: Number(values.seed),
+  searchStepS: Number(values["search-step-s"]),
+  searchStart: Number(values["search-start"]),
+  searchBisections: Number(values["search-bisections"]),
+  searchTtftP99Ms: Number(values["search-ttft-p99-ms"]),
 };
 for (const [name, value] of Object.entries(numbers)) {
   if (!Number.isFinite(value) || value < 0 || (name !== "seed" && value === 0))
     throw new RangeError(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: a positive number, not ${value}`);
 }
 if (!(numbers.loadFraction <= 1)) throw new RangeError("--load-fraction: at most 1");
+if (!(numbers.searchStart <= 1)) throw new RangeError("--search-start: at most 1 (a fraction of the closed loop's rate)");
 
 const SHAPE = { workers: 2, slots: 4, contextSize: 2048, threads: 1 };
 const soakSeconds = numbers.minutes * 60;
@@ -69,6 +81,12 @@ const date = new Date().toISOString();
 const settings = {
   capacitySeconds: numbers.capacitySeconds,
   capacityConcurrency: Math.round(numbers.capacityConcurrency),
+  search: {
+    stepSeconds: numbers.searchStepS,
+    startFraction: numbers.searchStart,
+    bisectionSteps: Math.round(numbers.searchBisections),
+    ttftP99BoundMs: numbers.searchTtftP99Ms,
+  },
   loadFraction: numbers.loadFraction,
   killEveryS: numbers.killEveryS,
   reloadEveryS: numbers.reloadEveryS,

@@ -1,7 +1,7 @@
-// One soak run in one isolation: start the server, measure its capacity with a closed loop
-// of the mix, then hold it at a fraction of that capacity with Poisson arrivals while a
+// One soak run in one isolation: start the server, measure the arrival rate it sustains
+// (capacity.ts), then hold it at a fraction of that rate with Poisson arrivals while a
 // worker is killed and the config reloaded on a timer. Returns everything the report needs.
-import { DEFAULT_WEIGHTS } from "./mix.js";
+import { measureCapacity, type ClosedLoopCapacity, type SustainedCapacity } from "./capacity.js";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
 import type { RequestRecord } from "./client.js";
 import { runLoad, type LoadGeneratorHealth } from "./load-process.js";
@@ -15,7 +15,9 @@ export interface SoakOptions {
   soakSeconds: number;
   capacitySeconds: number;
   capacityConcurrency: number;
-  /** The soak's arrival rate as a fraction of the measured capacity. */
+  /** The open-loop search for the sustained rate (capacity.ts). */
+  search: { stepSeconds: number; startFraction: number; bisectionSteps: number; ttftP99BoundMs: number };
+  /** The soak's arrival rate as a fraction of the sustained rate. */
   loadFraction: number;
   killEveryS: number;
   reloadEveryS: number;
@@ -44,21 +46,11 @@ export interface ReloadEvent {
   visibleInHealth: boolean;
 }
 
-export interface CapacityResult {
-  seconds: number;
-  concurrency: number;
-  /** Requests of any outcome answered within the window, per second. */
-  requestsPerS: number;
-  answered: number;
-  summary: LoadSummary;
-  generator: LoadGeneratorHealth;
-}
-
 export interface IsolationResult {
   isolation: Isolation;
   startedAt: string;
   startupS: number;
-  capacity: CapacityResult;
+  capacity: { closedLoop: ClosedLoopCapacity; sustained: SustainedCapacity };
   ratePerS: number;
   soak: {
     plannedS: number;
@@ -117,40 +109,25 @@ export async function runIsolation(options: SoakOptions): Promise<IsolationResul
   const logTap = new LogTap();
   const tapped = logTap.attach(server.radixgate.app.log);
   try {
-    // Capacity: a closed loop of the same mix.
-    progress(`${isolation}: capacity, ${options.capacitySeconds} s closed loop at concurrency ${options.capacityConcurrency}`);
-    const capacityRun = await runLoad({
-      url: server.chatURL,
-      model: SOAK_MODEL,
-      phase: "capacity",
-      seconds: options.capacitySeconds,
-      concurrency: options.capacityConcurrency,
+    const capacity = await measureCapacity({
+      plan: { url: server.chatURL, model: SOAK_MODEL, hangMs: options.hangMs },
+      salt,
       seed: options.seed,
-      salt: `${salt}-c`,
-      hangMs: options.hangMs,
-    });
-    // Steady state only: the second half of the loop (agent sessions have reached their later,
-    // longer turns), good requests only (an abort or a bad request costs the server next to
-    // nothing and would inflate the figure), scaled up to the whole mix by their share.
-    const endMs = options.capacitySeconds * 1000;
-    const answered = capacityRun.records.filter(
-      (r) =>
-        r.outcome === "completed" &&
-        (r.kind === "agent-turn" || r.kind === "one-shot" || r.kind === "stream") &&
-        r.sentAtMs >= endMs / 2 &&
-        r.sentAtMs + r.totalMs <= endMs,
-    ).length;
-    const goodShare = DEFAULT_WEIGHTS["agent-turn"] + DEFAULT_WEIGHTS["one-shot"] + DEFAULT_WEIGHTS.stream;
-    const capacity: CapacityResult = {
-      seconds: options.capacitySeconds,
+      closedSeconds: options.capacitySeconds,
       concurrency: options.capacityConcurrency,
-      requestsPerS: answered / (options.capacitySeconds / 2) / goodShare,
-      answered,
-      summary: summarize(capacityRun.records),
-      generator: capacityRun.health,
-    };
-    const ratePerS = capacity.requestsPerS * options.loadFraction;
-    progress(`${isolation}: capacity ${capacity.requestsPerS.toFixed(1)} requests/s; soak at ${ratePerS.toFixed(1)}/s for ${options.soakSeconds} s`);
+      stepSeconds: options.search.stepSeconds,
+      startFraction: options.search.startFraction,
+      bisectionSteps: options.search.bisectionSteps,
+      ttftP99BoundMs: options.search.ttftP99BoundMs,
+      onProgress: (line) => progress(`${isolation}: ${line}`),
+    });
+    // When no step kept up, the soak still runs (at the fraction of the lowest rate tried) so the
+    // report shows what overload does; the report flags it.
+    const lowestTried = Math.min(...capacity.sustained.steps.map((step) => step.ratePerS));
+    const ratePerS = (capacity.sustained.requestsPerS > 0 ? capacity.sustained.requestsPerS : lowestTried) * options.loadFraction;
+    progress(
+      `${isolation}: capacity ${capacity.sustained.requestsPerS.toFixed(1)} requests/s sustained (closed loop ${capacity.closedLoop.requestsPerS.toFixed(1)}); soak at ${ratePerS.toFixed(1)}/s for ${options.soakSeconds} s`,
+    );
 
     // The soak.
     const atSoakStart = await server.health();
