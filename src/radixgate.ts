@@ -16,6 +16,8 @@ import { observeAll, requestLog } from "./serving/observer.js";
 import { RecentActivity } from "./serving/recent-activity.js";
 import { statusReport } from "./serving/status.js";
 import { changedPaths, ConfigReloader } from "./serving/hot-reload.js";
+import { CacheFeed } from "./serving/cache-feed.js";
+import { CircuitBreakers } from "./serving/circuit-breaker.js";
 import { Metrics } from "./metrics/metrics.js";
 
 export interface Radixgate {
@@ -56,26 +58,47 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     await preparer.close();
     throw error;
   }
+  // What this host publishes to routers in front of it: every worker the scheduler places on,
+  // every change the scheduler books to their caches, and the fleet's deaths and returns.
+  const feed = new CacheFeed({
+    inFlight: () => new Map(scheduler.views().map((view) => [view.id, view.inFlight])),
+    contextSize: (modelId) => fleet.models.get(modelId)?.contextSize,
+    fingerprint: (modelId) => fleet.workers.find((worker) => worker.modelId === modelId && worker.engine.info)?.engine.info?.modelFingerprint,
+  });
   let scheduler: GlobalScheduler;
   try {
-    scheduler = await createScheduler(config, fleet);
+    scheduler = await createScheduler(config, fleet, feed);
   } catch (error) {
     // Threads holding llama.cpp objects must be disposed before the process may exit.
     await fleet.close();
     await preparer.close();
     throw error;
   }
+  const breakers = new CircuitBreakers(
+    { failures: config.scheduler.breakerFailures, openMs: config.scheduler.breakerOpenMs },
+    {
+      setPlaceable: (workerId, placeable) => {
+        scheduler.setHeld(workerId, !placeable);
+        service.placesChanged(fleet.get(workerId)!.modelId);
+      },
+      opened: (workerId, forMs, reason) => app.log.warn({ worker: workerId, forMs, reason }, "worker failed request after request; held out of placement"),
+    },
+  );
   fleet.setHooks({
     // Either way the places of the model's workers changed (a dead worker's are lent to the
     // live ones): requests waiting at the host for a place may fit now.
     onWorkerDown: (workerId, reason) => {
+      breakers.reset(workerId);
+      scheduler.setHeld(workerId, false);
       scheduler.setAlive(workerId, false);
+      feed.setAlive(workerId, false);
       app.log.error({ worker: workerId, reason }, "worker died; restarting it");
       service.placesChanged(fleet.get(workerId)!.modelId);
     },
     onWorkerUp: (workerId) => {
       if (!scheduler.hasWorker(workerId)) return void join(workerId);
       scheduler.setAlive(workerId, true);
+      feed.setAlive(workerId, true);
       app.log.info({ worker: workerId }, "worker restarted");
       service.placesChanged(fleet.get(workerId)!.modelId);
     },
@@ -85,7 +108,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
   const join = async (workerId: string) => {
     const worker = fleet.get(workerId)!;
     try {
-      await addToScheduler(scheduler, worker);
+      await addToScheduler(scheduler, worker, feed);
       app.log.info({ worker: workerId, url: worker.engine.url }, "remote engine joined");
       service.placesChanged(worker.modelId);
     } catch (error) {
@@ -104,6 +127,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     preparer,
     scheduler,
     observer,
+    breakers,
     limits: { ...config.generation, maxConcurrentRequests: config.server.maxConcurrentRequests, maxQueueWaitMs: config.scheduler.maxQueueWaitMs },
   });
   const apiKeys = { keys: config.server.apiKeys };
@@ -114,6 +138,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     service,
     metrics,
     apiKeys,
+    feed,
     configError: () => reloader.lastError,
     status: () => statusReport(fleet, scheduler, activity),
   });
@@ -155,12 +180,16 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     listen: () => app.listen({ host: config.server.host, port: config.server.port }),
     async close() {
       reloader.close();
+      feed.close();
+      breakers.close();
       await app.close();
       await fleet.close();
       await preparer.close();
     },
     async shutdown(timeoutMs) {
       reloader.close();
+      feed.close();
+      breakers.close();
       const deadline = setTimeout(() => {
         app.log.warn(`shutdown: requests still running after ${timeoutMs} ms are cut`);
         app.server.closeAllConnections();
@@ -176,23 +205,31 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
   };
 }
 
-async function createScheduler(config: Config, fleet: Fleet): Promise<GlobalScheduler> {
+async function createScheduler(config: Config, fleet: Fleet, feed: CacheFeed): Promise<GlobalScheduler> {
   const scheduler = new GlobalScheduler(createPolicy(config.scheduler.policy, config.scheduler), { ...config.scheduler, now: () => performance.now() });
+  scheduler.onCacheEvent = (event) => feed.cacheEvent(event);
   // One worker at a time: the first of identical workers profiles, the rest hit its cache
   // (keyed by model file, hardware and context settings), so start-up stays short.
-  for (const worker of fleet.workers) if (hasStarted(worker)) await addToScheduler(scheduler, worker);
+  for (const worker of fleet.workers) if (hasStarted(worker)) await addToScheduler(scheduler, worker, feed);
   return scheduler;
 }
 
-async function addToScheduler(scheduler: GlobalScheduler, worker: FleetWorker): Promise<void> {
+/** A started worker becomes a place for requests: calibrated, known to the scheduler and to the feed, its own cache reports (if it makes any) going to the tree. */
+async function addToScheduler(scheduler: GlobalScheduler, worker: FleetWorker, feed: CacheFeed): Promise<void> {
   const info = worker.engine.info!;
   const calibration = await calibrate(worker.engine, await calibrationIdentity(worker.engine.init, info));
-  if (scheduler.hasWorker(worker.engine.id)) return;
+  const workerId = worker.engine.id;
+  if (scheduler.hasWorker(workerId)) return;
+  feed.addWorker(workerId, worker.modelId, info.slots, { prefill: calibration.samples.prefill, decode: calibration.samples.decode });
   scheduler.addWorker({
-    id: worker.engine.id,
+    id: workerId,
     modelId: worker.modelId,
     slots: info.slots,
     capacityTokens: info.slots * info.contextSize,
     timeModel: timeModelFromCalibration(calibration),
+  });
+  worker.engine.reportCacheTo?.({
+    slotHolds: (slot, tokens) => scheduler.applyCacheEvent({ type: "slot-holds", workerId, slot, tokens }),
+    load: (inFlight) => scheduler.reportLoad(workerId, inFlight),
   });
 }

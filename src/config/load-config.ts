@@ -66,6 +66,14 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source = 
   if (repeated !== undefined) {
     throw new ConfigError(`invalid ${source}:\n  models: the id "${repeated}" is used twice; each model needs its own id`);
   }
+  for (const model of config.models) {
+    const index = model.remote.findIndex((remote) => remote.kind !== "radixgate" && (remote.model !== undefined || remote.apiKey !== undefined));
+    if (index >= 0) {
+      throw new ConfigError(
+        `invalid ${source}:\n  models: "${model.id}" remote[${index}] is a ${model.remote[index]!.kind}: \`model\` and \`apiKey\` are for kind radixgate only; remove them`,
+      );
+    }
+  }
   const idle = config.models.find((model) => model.workers === 0 && model.remote.length === 0);
   if (idle !== undefined) {
     throw new ConfigError(

@@ -70,18 +70,24 @@ export const ModelConfigSchema = Type.Object(
     remote: Type.Array(
       Type.Object(
         {
-          kind: Type.Literal("llama-server", { description: "What runs there: llama-server (llama.cpp's server)." }),
+          kind: Type.Union([Type.Literal("llama-server"), Type.Literal("radixgate")], {
+            description: "What runs there: llama-server (llama.cpp's server) or radixgate (another Radixgate host, which places on its own workers).",
+          }),
           url: Type.String({
             pattern: "^https?://[^\\s/]+(/.*)?$",
-            description: "Its base URL, e.g. http://10.0.0.7:8080 (the server's /health, /props and /completion are under it).",
+            description: "Its base URL, e.g. http://10.0.0.7:8080 (the server's /health is under it).",
           }),
+          model: Type.Optional(Type.String({ minLength: 1, description: "radixgate only: the model's id on that host; default: this model's id." })),
+          apiKey: Type.Optional(
+            Type.String({ minLength: 1, description: "radixgate only: an API key of that host, when it wants one (server.apiKeys there)." }),
+          ),
         },
         CLOSED,
       ),
       {
         default: [],
         description:
-          "Engines elsewhere that serve this model too, each one more worker (after the local ones). A llama-server there must load the same GGUF as `source` (checked at start) and is best started with --slots --metrics --slot-save-path DIR.",
+          "Engines elsewhere that serve this model too, each one more worker (after the local ones). They must load the same GGUF as `source` (checked at start). A llama-server is best started with --slots --metrics --slot-save-path DIR; a Radixgate host counts as one worker with all of its slots, and its event stream keeps this host's tree exact.",
       },
     ),
     isolation: Type.Union([Type.Literal("auto"), Type.Literal("thread"), Type.Literal("process")], {

@@ -17,6 +17,9 @@ import { metricsRoute } from "./routes/metrics.js";
 import { modelsRoute } from "./routes/models.js";
 import { statusRoutes } from "./routes/status.js";
 import type { StatusReport } from "../serving/status.js";
+import type { CacheFeed } from "../serving/cache-feed.js";
+import { eventsRoute } from "./routes/events.js";
+import { generateRoute } from "./routes/generate.js";
 
 export interface AppServices {
   config: Config;
@@ -25,13 +28,15 @@ export interface AppServices {
   service: CompletionService;
   metrics: Metrics;
   apiKeys: ApiKeys;
+  /** What this host publishes to routers in front of it (GET /v1/radixgate/events). */
+  feed: CacheFeed;
   /** Why the last config reload was refused, if it was. */
   configError?: () => string | undefined;
   /** What the status page shows (GET /status). */
   status: () => Promise<StatusReport>;
 }
 
-export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, configError = () => undefined, status }: AppServices): FastifyInstance {
+export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, feed, configError = () => undefined, status }: AppServices): FastifyInstance {
   const limits: HttpLimits = {
     bodyLimitBytes: config.server.bodyLimitBytes,
     maxJsonDepth: config.server.maxJsonDepth,
@@ -64,6 +69,8 @@ export function buildApp({ config, fleet, scheduler, service, metrics, apiKeys, 
   statusRoutes(app, status);
   chatCompletionsRoute(app, service, config.generation.maxChoices);
   completionsRoute(app, service, config.generation.maxChoices);
+  generateRoute(app, service);
+  eventsRoute(app, fleet, feed);
   modelsRoute(app, fleet);
   healthRoute(app, fleet, scheduler, service, configError);
   readyRoute(app, fleet, scheduler);

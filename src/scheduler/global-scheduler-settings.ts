@@ -24,6 +24,13 @@ export const GlobalSchedulerSettingsSchema = Type.Object(
       description:
         "Requests a worker may hold waiting beyond its slots; while a worker is down, the live workers of its model share its places. When every worker of a model is full, new requests wait at the host (scheduler.maxQueueWaitMs).",
     }),
+    breakerFailures: Type.Integer({
+      minimum: 0,
+      default: 5,
+      description:
+        "Failed requests in a row (the worker's fault, not the client's) that take a worker out of placement for breakerOpenMs; then requests try it again and the first outcome decides (a failure: out for twice as long, at most 60 s). 0 = never.",
+    }),
+    breakerOpenMs: Type.Integer({ minimum: 100, default: 5000, description: "How long a worker's circuit breaker first stays open, ms." }),
     maxQueueWaitMs: Type.Integer({
       minimum: 0,
       default: 30_000,

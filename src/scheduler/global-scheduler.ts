@@ -44,6 +44,8 @@ interface WorkerState extends FleetWorker {
   unreported: Map<TokenIds, InFlightHandle>;
   /** Prompt tokens of its requests in flight; and of those no slot has taken yet, the tokens still to evaluate. */
   activeTokens: number;
+  /** Requests on it that other routers placed, as its own reports say (remote engines shared by several routers). */
+  othersInFlight: number;
   waitingPrefillTokens: number;
 }
 
@@ -131,6 +133,7 @@ export class GlobalScheduler {
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
       waitingPrefillTokens: 0,
+      othersInFlight: 0,
       view: {
         id: spec.id,
         modelId: spec.modelId,
@@ -159,6 +162,12 @@ export class GlobalScheduler {
     if (!alive) this.applyCacheEvent({ type: "worker-reset", workerId });
   }
 
+  /** Holds a live worker out of placement (its circuit breaker is open) or lets it back; its cache stays in the tree. */
+  setHeld(workerId: string, held: boolean): void {
+    const worker = this.workers.get(workerId);
+    if (worker) worker.held = held;
+  }
+
   timeModel(workerId: string): TimeModel | undefined {
     return this.workers.get(workerId)?.spec.timeModel;
   }
@@ -184,7 +193,7 @@ export class GlobalScheduler {
     for (const worker of this.workers.values()) {
       if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, lent, this.options.maxQueuePerWorker)) continue;
       const view = worker.view;
-      view.inFlight = worker.inFlight;
+      view.inFlight = worker.inFlight + worker.othersInFlight;
       view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
       view.kvTokens = model.tree.cachedTokens(worker.spec.id);
       view.activeTokens = worker.activeTokens;
@@ -225,10 +234,26 @@ export class GlobalScheduler {
     if (outcome.ok) model?.outputs.push(outcome.completionTokens);
   }
 
+  /**
+   * Every cache change, whoever reported it (a ticket's slot report, a worker going down, an
+   * engine's own report): what this host publishes to other routers (serving/cache-feed.ts).
+   */
+  onCacheEvent: ((event: CacheEvent) => void) | undefined;
+
+  /**
+   * A worker's own count of the requests it holds (a remote engine that several routers
+   * share): those beyond this scheduler's own placements weigh on it as load too.
+   */
+  reportLoad(workerId: string, inFlight: number): void {
+    const worker = this.workers.get(workerId);
+    if (worker) worker.othersInFlight = Math.max(0, inFlight - worker.inFlight);
+  }
+
   /** Applies a worker's report about its KV cache; the tree then matches reality exactly. */
   applyCacheEvent(event: CacheEvent): void {
     const worker = this.workers.get(event.workerId);
     if (!worker) return;
+    this.onCacheEvent?.(event);
     const tree = this.models.get(worker.spec.modelId)!.tree;
     switch (event.type) {
       case "worker-reset":
@@ -272,7 +297,7 @@ export class GlobalScheduler {
       id: worker.spec.id,
       modelId: worker.spec.modelId,
       alive: worker.alive,
-      inFlight: worker.inFlight,
+      inFlight: worker.inFlight + worker.othersInFlight,
       slots: worker.spec.slots,
       matchedTokens: 0,
       kvTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),

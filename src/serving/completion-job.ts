@@ -37,6 +37,8 @@ export interface CompletionJob {
 
 export interface ChatStart {
   workerId: string;
+  /** The worker's slot that holds the request. */
+  slot: number;
   promptTokens: number;
   cachedTokens: number;
   placement: Placement;

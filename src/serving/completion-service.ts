@@ -9,6 +9,7 @@ import { Admission } from "./admission.js";
 import type { ChatHooks, ChatOutcome, CompletionJob, PromptInput, ServiceLimits } from "./completion-job.js";
 import { withDeadline } from "./deadline.js";
 import { Dispatcher } from "./dispatch.js";
+import type { CircuitBreakers, CircuitState } from "./circuit-breaker.js";
 import { ServingError } from "./errors.js";
 import type { Fleet } from "./fleet.js";
 import { NO_TOKENS, type RequestRecord, type ServingObserver } from "./observer.js";
@@ -25,6 +26,7 @@ export interface ServiceDeps {
   limits: ServiceLimits;
   observer?: ServingObserver;
   now?: () => number;
+  breakers?: CircuitBreakers;
 }
 
 export class CompletionService {
@@ -52,6 +54,7 @@ export class CompletionService {
       now: this.now,
       queue: this.queue,
       maxQueueWaitMs: deps.limits.maxQueueWaitMs,
+      ...(deps.breakers ? { breakers: deps.breakers } : {}),
     });
   }
 
@@ -63,6 +66,16 @@ export class CompletionService {
   /** Requests waiting at the host for a place, per model. */
   waitingFor(modelId: string): number {
     return this.queue.waitingFor(modelId);
+  }
+
+  /** The worker's circuit breaker: closed, open (held out of placement after failing request after request), half-open. */
+  circuit(workerId: string): CircuitState {
+    return this.deps.breakers?.state(workerId) ?? "closed";
+  }
+
+  /** Why its circuit opened, while it is not closed. */
+  circuitReason(workerId: string): string | undefined {
+    return this.deps.breakers?.reason(workerId);
   }
 
   /** Requests placed again after their worker died before starting them. */

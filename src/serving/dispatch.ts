@@ -13,6 +13,7 @@ import type { Fleet } from "./fleet.js";
 import type { ServingObserver } from "./observer.js";
 import type { PlacementQueue } from "./placement-queue.js";
 import type { PreparedPrompt } from "./prompt-input.js";
+import type { CircuitBreakers } from "./circuit-breaker.js";
 import { clientErrorOf } from "./worker-failure.js";
 
 /** Placements again of one request after its worker died. */
@@ -27,6 +28,8 @@ export interface DispatchDeps {
   queue: PlacementQueue;
   /** How long they may wait (scheduler.maxQueueWaitMs; 0 = refused at once). */
   maxQueueWaitMs: number;
+  /** Told of each request's outcome on its worker: the worker's own failures open its circuit. */
+  breakers?: CircuitBreakers;
 }
 
 export class Dispatcher {
@@ -94,7 +97,7 @@ export class Dispatcher {
             cachedTokens = event.cachedTokens;
             // The worker's report: this slot now holds the prompt. The tree follows it exactly.
             ticket.started(event.slot);
-            hooks.onStarted?.({ workerId: ticket.workerId, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
+            hooks.onStarted?.({ workerId: ticket.workerId, slot: event.slot, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
           },
           onText: (text, logprobs) => {
             ttftMs ??= now() - placedAt;
@@ -104,10 +107,15 @@ export class Dispatcher {
         },
       );
       if (result.restoreFailed !== undefined) observer.restoreFailed?.(ticket.workerId, job.requestId, result.restoreFailed);
+      if (result.finishReason !== "cancelled") this.deps.breakers?.succeeded(ticket.workerId);
       return { ...result, workerId: ticket.workerId, placement: ticket.placement };
     } catch (error) {
       const failed = clientErrorOf(error, ticket.workerId, job);
-      if (!(error instanceof WorkerDiedError)) throw failed;
+      if (!(error instanceof WorkerDiedError)) {
+        // The worker's fault (a 5xx: not the client's, and not a death, which the fleet handles).
+        if (failed.status >= 500) this.deps.breakers?.failed(ticket.workerId, failed.message);
+        throw failed;
+      }
       // Demote at once, not at the next report: the fleet restarts it and says when it is back.
       ticket.workerDied();
       throw delivered ? failed : new NotStartedError(failed, ticket.workerId);

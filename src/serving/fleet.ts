@@ -11,6 +11,7 @@ import type { CachePrecision, EngineKind, Isolation, WorkerEngine } from "../eng
 import type { WorkerInit } from "../engine/wire/protocol.js";
 import { findLlamaServer } from "../engine/llama-server/binary.js";
 import { LlamaServerEngine, type LlamaServerEngineOptions } from "../engine/llama-server/llama-server-engine.js";
+import { RadixgateEngine } from "../engine/radixgate/radixgate-engine.js";
 import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
 import { probeGpus } from "../engine/host/gpu-probe.js";
 
@@ -96,7 +97,7 @@ export class Fleet {
    */
   static async start(config: Config, modelPaths: Map<string, string>, services: EngineServices = {}, detect = probeGpus): Promise<Fleet> {
     const workers: FleetWorker[] = [];
-    for (const { workerId, model, isolation, env, url } of await planFleet(config, detect)) {
+    for (const { workerId, model, isolation, env, remote } of await planFleet(config, detect)) {
       const init: WorkerInit = {
         workerId,
         hostPid: process.pid,
@@ -111,7 +112,7 @@ export class Fleet {
         local: { ...config.scheduler.local },
         spill: config.spill,
       };
-      const engine = await engineFor(init, model, { isolation, env, ...(url !== undefined ? { url } : {}) }, services);
+      const engine = await engineFor(init, model, { isolation, env, ...(remote !== undefined ? { remote } : {}) }, services);
       workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
     }
     const launchedAt = performance.now();
@@ -257,9 +258,13 @@ export function hasStarted(worker: FleetWorker): boolean {
   return worker.engine.info !== undefined;
 }
 
-/** The engine of one planned worker: a remote llama-server, a llama-server process, or node-llama-cpp. */
+/** The engine of one planned worker: a remote llama-server or Radixgate host, a llama-server process, or node-llama-cpp. */
 async function engineFor(init: WorkerInit, model: ModelConfig, plan: WorkerPlan, services: EngineServices): Promise<WorkerEngine> {
-  if (plan.url !== undefined) return new LlamaServerEngine(init, { binary: "", url: plan.url, ...services });
+  const remote = plan.remote;
+  if (remote?.kind === "radixgate") {
+    return new RadixgateEngine(init, { url: remote.url, model: remote.model ?? model.id, ...(remote.apiKey !== undefined ? { apiKey: remote.apiKey } : {}) });
+  }
+  if (remote !== undefined) return new LlamaServerEngine(init, { binary: "", url: remote.url, ...services });
   if (model.engine === "llama-server") {
     return new LlamaServerEngine(init, {
       binary: await findLlamaServer(model.llamaServer.binary || undefined),
@@ -277,8 +282,8 @@ const CPU_AUTO_WORKERS = 2;
 
 export interface WorkerPlan {
   isolation: Isolation;
-  /** A remote engine's base URL. */
-  url?: string;
+  /** A remote engine: what runs there and where. */
+  remote?: ModelConfig["remote"][number];
   /** CUDA_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES of a process worker pinned to one GPU. */
   env: Record<string, string>;
 }
@@ -297,7 +302,7 @@ export async function planFleet(config: Config, detect: (gpu: ModelConfig["gpu"]
   for (const model of config.models) {
     const gpus = await detect(model.gpu);
     for (const plan of planWorkers(model, gpus)) planned.push({ workerId: `w${planned.length}`, model, gpus, ...plan });
-    for (const remote of model.remote) planned.push({ workerId: `w${planned.length}`, model, gpus, isolation: "remote", env: {}, url: remote.url });
+    for (const remote of model.remote) planned.push({ workerId: `w${planned.length}`, model, gpus, isolation: "remote", env: {}, remote });
   }
   return planned;
 }

@@ -11,7 +11,7 @@ export interface WorkerReport {
   alive: boolean;
   restarts: number;
   isolation: string;
-  /** node-llama-cpp or llama-server. */
+  /** node-llama-cpp, llama-server, or radixgate (another host). */
   engine: string;
   /** How exact the placement tree is about its cache: exact, at-least, approximate. */
   precision: string;

@@ -1,8 +1,8 @@
 // A worker's failure on a request, as the error its client gets. The engine hands over
 // typed errors (engine/host/worker-errors.ts), so the mapping is by class, never by text.
-import { ResponseFormatError, UnsupportedOnEngineError, WorkerDiedError } from "../engine/host/worker-errors.js";
+import { EngineRefusalError, ResponseFormatError, UnsupportedOnEngineError, WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { CompletionJob } from "./completion-job.js";
-import { ServingError } from "./errors.js";
+import { ERROR_CATALOGUE, type ErrorCode, ServingError } from "./errors.js";
 
 export function clientErrorOf(error: unknown, workerId: string, job: Pick<CompletionJob, "requestId" | "sampling">): ServingError {
   if (error instanceof WorkerDiedError) {
@@ -17,5 +17,8 @@ export function clientErrorOf(error: unknown, workerId: string, job: Pick<Comple
     return new ServingError("invalid_request", `\`${param}\` cannot be turned into a grammar: ${error.message}`, param);
   }
   if (error instanceof UnsupportedOnEngineError) return new ServingError("unsupported_parameter", error.message, error.param);
+  if (error instanceof EngineRefusalError && error.code in ERROR_CATALOGUE && ERROR_CATALOGUE[error.code as ErrorCode].status === error.status) {
+    return new ServingError(error.code as ErrorCode, error.message, error.param);
+  }
   return new ServingError("worker_failed", `Worker ${workerId} failed while generating (request ${job.requestId}): ${(error as Error).message}`);
 }

@@ -24,8 +24,12 @@ export async function startTestServer(
     engine?: "node-llama-cpp" | "llama-server";
     /** Base URLs of llama-servers elsewhere that serve the model too (one worker each, after the local ones). */
     remote?: string[];
+    /** Base URLs of other Radixgate hosts that serve the model too (one worker each, after those). */
+    remoteHosts?: string[];
     requestTimeoutMs?: number;
     server?: Record<string, unknown>;
+    /** More keys of config.yml's scheduler section. */
+    scheduler?: Record<string, unknown>;
   } = {},
 ): Promise<TestServer> {
   const config = parseConfig({
@@ -40,10 +44,13 @@ export async function startTestServer(
         threads: 1,
         isolation: overrides.isolation ?? "thread",
         engine: overrides.engine ?? "node-llama-cpp",
-        ...(overrides.remote ? { remote: overrides.remote.map((url) => ({ kind: "llama-server", url })) } : {}),
+        remote: [
+          ...(overrides.remote ?? []).map((url) => ({ kind: "llama-server", url })),
+          ...(overrides.remoteHosts ?? []).map((url) => ({ kind: "radixgate", url })),
+        ],
       },
     ],
-    scheduler: { policy: overrides.policy ?? "roundrobin" },
+    scheduler: { policy: overrides.policy ?? "roundrobin", ...overrides.scheduler },
     ...(overrides.requestTimeoutMs !== undefined ? { generation: { requestTimeoutMs: overrides.requestTimeoutMs } } : {}),
   });
   const radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() });
@@ -69,6 +76,11 @@ export interface Health {
     restarts: number;
     isolation: string;
     engine: string;
+    slots: number;
+    url: string | null;
+    precision: string;
+    circuit: string;
+    circuit_reason: string | null;
     finished: { stop: number; length: number; cancelled: number };
   }[];
 }

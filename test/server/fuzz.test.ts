@@ -400,6 +400,9 @@ const KNOWN_PATHS = [
   "/v1/models",
   `/v1/models/${TINY_MODEL}`,
   "/v1/models/nope",
+  // The routes for routers in front of this host (the event stream without its model: a 400).
+  "/v1/radixgate/generate",
+  "/v1/radixgate/events",
   "/health",
   "/ready",
   "/metrics",

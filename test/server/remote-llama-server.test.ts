@@ -191,6 +191,14 @@ describe("config of remote engines", () => {
     expect(() => parseConfig(model({ remote: [{ kind: "llama-server", url: "10.0.0.7:8080" }] }))).toThrow(/remote.*url/s);
     expect(() => parseConfig(model({ remote: [{ kind: "vllm", url: "http://10.0.0.7:8080" }] }))).toThrow(/remote.*kind/s);
   });
+
+  it("takes a Radixgate host's model id and API key, and refuses them on a llama-server", () => {
+    const host = { kind: "radixgate", url: "http://10.0.0.8:8080", model: "there", apiKey: "sk-1" };
+    expect(parseConfig(model({ workers: 0, remote: [host] })).models[0]!.remote).toEqual([host]);
+    expect(() => parseConfig(model({ remote: [{ kind: "llama-server", url: "http://10.0.0.7:8080", model: "x" }] }))).toThrow(
+      /remote\[0\] is a llama-server: `model` and `apiKey` are for kind radixgate only/,
+    );
+  });
 });
 
 describe("a remote llama-server that is down when Radixgate starts", () => {

@@ -16,8 +16,16 @@ export type Isolation = "thread" | "process" | "remote";
  */
 export type CachePrecision = "exact" | "at-least" | "approximate";
 
-/** Which engine evaluates the model. */
-export type EngineKind = "node-llama-cpp" | "llama-server";
+/** Which engine evaluates the model: node-llama-cpp here, llama-server, or another Radixgate host. */
+export type EngineKind = "node-llama-cpp" | "llama-server" | "radixgate";
+
+/** What an engine that knows its slots better than this host's placements tells the global scheduler. */
+export interface CacheReports {
+  /** Slot `slot` now holds exactly `tokens`. */
+  slotHolds(slot: number, tokens: readonly number[]): void;
+  /** Requests it holds now, whoever sent them. */
+  load(inFlight: number): void;
+}
 
 export interface GenerateHooks {
   /** The worker took a slot for the request; cachedTokens is known from here on. */
@@ -59,6 +67,12 @@ export interface WorkerEngine {
   stats(): Promise<WorkerStats>;
   /** Hot reload of the local scheduler's settings; kept for a restart too. */
   configure(local: WorkerInit["local"]): Promise<void>;
+  /**
+   * Engines that hear of their own cache (another Radixgate host's events) report it here, all
+   * of it at once first, then every change; engines that do not, leave it out (the tree then
+   * follows this host's placements).
+   */
+  reportCacheTo?(reports: CacheReports): void;
   /** Fault injection (tests, bench:soak): the worker dies as on a crash. */
   crash(): Promise<void>;
   /** Stops the worker once its generations have ended (cancel them first). */

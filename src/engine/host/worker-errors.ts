@@ -23,6 +23,23 @@ export class UnsupportedOnEngineError extends Error {
   }
 }
 
+/**
+ * A remote engine refused the request with an error of its own before starting it (another
+ * Radixgate host: its queue was full, the prompt did not fit): passed on to the client as the
+ * host gave it, when it is one of the error codes this server knows.
+ */
+export class EngineRefusalError extends Error {
+  override name = "EngineRefusalError";
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+    readonly param: string | null,
+  ) {
+    super(message);
+  }
+}
+
 /** Any other failure of a task in the worker. */
 export class WorkerTaskError extends Error {
   override name = "WorkerTaskError";

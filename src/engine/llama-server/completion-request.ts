@@ -5,6 +5,7 @@
 import type { TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { UnsupportedOnEngineError } from "../host/worker-errors.js";
+import { sseEvents } from "../remote/http-client.js";
 
 /**
  * The body of one generation, but its slot (`id_slot`, set once the host has chosen one: the
@@ -111,39 +112,25 @@ export async function readCompletionStream(
   topLogprobs: number | undefined,
   onPiece: (piece: CompletionPiece) => void,
 ): Promise<CompletionEnd> {
-  const decoder = new TextDecoder();
-  let buffered = "";
-  for await (const chunk of body) {
-    buffered += decoder.decode(chunk, { stream: true });
-    let boundary = buffered.indexOf("\n\n");
-    while (boundary >= 0) {
-      const block = buffered.slice(0, boundary);
-      buffered = buffered.slice(boundary + 2);
-      boundary = buffered.indexOf("\n\n");
-      const data = block
-        .split("\n")
-        .filter((line) => line.startsWith("data:") || line.startsWith("error:"))
-        .map((line) => line.slice(line.indexOf(":") + 1).trim())
-        .join("");
-      if (data === "" || data === "[DONE]") continue;
-      const event = JSON.parse(data) as RawEvent;
-      if (event.error !== undefined) {
-        throw new Error(`llama-server: ${typeof event.error === "string" ? event.error : (event.error.message ?? JSON.stringify(event.error))}`);
-      }
-      const logprobs = topLogprobs !== undefined && event.completion_probabilities ? logprobsOf(event.completion_probabilities, topLogprobs) : undefined;
-      if (event.content || (event.tokens && event.tokens.length > 0)) {
-        onPiece({ text: event.content ?? "", tokens: event.tokens ?? [], ...(logprobs ? { logprobs } : {}) });
-      }
-      if (event.stop) {
-        return {
-          stopType: event.stop_type ?? "none",
-          tokensEvaluated: event.tokens_evaluated ?? 0,
-          tokensPredicted: event.tokens_predicted ?? 0,
-          cachedTokens: event.timings?.cache_n ?? 0,
-          promptMs: event.timings?.prompt_ms ?? 0,
-          predictedPerTokenMs: event.timings?.predicted_per_token_ms ?? 0,
-        };
-      }
+  for await (const data of sseEvents(body)) {
+    if (data === "[DONE]") continue;
+    const event = JSON.parse(data) as RawEvent;
+    if (event.error !== undefined) {
+      throw new Error(`llama-server: ${typeof event.error === "string" ? event.error : (event.error.message ?? JSON.stringify(event.error))}`);
+    }
+    const logprobs = topLogprobs !== undefined && event.completion_probabilities ? logprobsOf(event.completion_probabilities, topLogprobs) : undefined;
+    if (event.content || (event.tokens && event.tokens.length > 0)) {
+      onPiece({ text: event.content ?? "", tokens: event.tokens ?? [], ...(logprobs ? { logprobs } : {}) });
+    }
+    if (event.stop) {
+      return {
+        stopType: event.stop_type ?? "none",
+        tokensEvaluated: event.tokens_evaluated ?? 0,
+        tokensPredicted: event.tokens_predicted ?? 0,
+        cachedTokens: event.timings?.cache_n ?? 0,
+        promptMs: event.timings?.prompt_ms ?? 0,
+        predictedPerTokenMs: event.timings?.predicted_per_token_ms ?? 0,
+      };
     }
   }
   throw new Error("llama-server closed the stream before its final event");

@@ -25,11 +25,11 @@ import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/w
 import type { CachePrecision, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
 import { completionBody, readCompletionStream, type CompletionEnd } from "./completion-request.js";
-import { jsonOf, send, textOf } from "./http-client.js";
+import { jsonOf, send, textOf } from "../remote/http-client.js";
 import { profileOverHttp } from "./profile.js";
-import type { LlamaServerEndpoint } from "./endpoint.js";
+import type { EngineEndpoint } from "../remote/endpoint.js";
 import { checkSameModel, type ServedModelShape } from "./model-check.js";
-import { RemoteLlamaServer, type RemoteWatch } from "./remote-server.js";
+import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
 import { LlamaServerProcess, llamaServerArgs } from "./server-process.js";
 
 /** The start's questions to the server (/props, /v1/models) fail after this long without an answer. */
@@ -57,7 +57,7 @@ export interface LlamaServerEngineOptions {
 
 /** One run of the process: a restart makes a new one. */
 interface Life {
-  server: LlamaServerEndpoint;
+  server: EngineEndpoint;
   slots: LocalScheduler;
   /** What each slot holds as far as this host sent it: prompt, then the generated tokens. */
   held: number[][];
@@ -125,7 +125,7 @@ export class LlamaServerEngine implements WorkerEngine {
 
   async start(): Promise<LoadResult> {
     const started = performance.now();
-    const server = this.options.url !== undefined ? await RemoteLlamaServer.connect(this.options.url, this.options.watch) : await this.spawn();
+    const server = this.options.url !== undefined ? await RemoteHost.connect(this.options.url, this.options.watch) : await this.spawn();
     try {
       // A remote server says how many slots it has and how long each is; ours has what we asked.
       const props = (await jsonOf(`${server.baseURL}/props`, "GET", undefined, START_REQUEST_TIMEOUT_MS)) as {
@@ -178,7 +178,7 @@ export class LlamaServerEngine implements WorkerEngine {
     return LlamaServerProcess.start({ binary: this.options.binary, args, env: this.options.env ?? {} });
   }
 
-  private lifeOf(server: LlamaServerEndpoint, slots: number): Life {
+  private lifeOf(server: EngineEndpoint, slots: number): Life {
     const held: number[][] = Array.from({ length: slots }, () => []);
     const life: Life = {
       server,

@@ -5,7 +5,7 @@
 import type { DecodeSample, PrefillSample } from "../../scheduler/time-model.js";
 import type { ProfileOptions, ProfileResult } from "../wire/protocol.js";
 import { profileSizes, repeatsOf, WARM_EXTENDS } from "../wire/profile-plan.js";
-import { jsonOf } from "./http-client.js";
+import { jsonOf } from "../remote/http-client.js";
 
 interface Timings {
   prompt_n: number;

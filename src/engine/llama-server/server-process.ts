@@ -4,8 +4,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
-import type { LlamaServerEndpoint } from "./endpoint.js";
-import { untilHealthy } from "./http-client.js";
+import type { EngineEndpoint } from "../remote/endpoint.js";
+import { untilHealthy } from "../remote/http-client.js";
 
 /**
  * util-linux's setpriv sets the parent-death signal and then runs the server in its own place
@@ -53,7 +53,7 @@ export function llamaServerArgs(settings: LlamaServerSettings): string[] {
   ].flat();
 }
 
-export class LlamaServerProcess implements LlamaServerEndpoint {
+export class LlamaServerProcess implements EngineEndpoint {
   /** Resolves with a description of how it ended (exit code or signal), whoever ended it. */
   readonly exited: Promise<string>;
   private stderrTail = "";

@@ -1,7 +1,8 @@
-// Where a llama-server worker's requests go: a process this host started (server-process.ts)
-// or a server someone else runs at a URL (remote-server.ts). The engine sees only this.
+// Where an engine's requests go: a llama-server process this host started
+// (../llama-server/server-process.ts) or a server someone else runs at a URL (remote-host.ts:
+// a llama-server or another Radixgate host). The engine sees only this.
 
-export interface LlamaServerEndpoint {
+export interface EngineEndpoint {
   readonly baseURL: string;
   /** The process id when this host started it; undefined for a remote server. */
   readonly pid: number | undefined;

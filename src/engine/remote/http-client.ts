@@ -1,8 +1,8 @@
-// Requests to a llama-server (ours or a remote one), each on a connection of its own. Reusing kept-alive
-// connections (what fetch does) races with the server closing an idle one: a request written
-// just as it closes fails with "other side closed" although the server never saw it, and a
-// generation cannot be sent twice blindly. A fresh loopback connection costs well under a
-// millisecond; llama-server's slot loop runs for far longer per request.
+// Requests to an engine server (a llama-server, ours or a remote one; another Radixgate host),
+// each on a connection of its own. Reusing kept-alive connections (what fetch does) races with
+// the server closing an idle one: a request written just as it closes fails with "other side
+// closed" although the server never saw it, and a generation cannot be sent twice blindly. A
+// fresh loopback connection costs well under a millisecond; a generation takes far longer.
 import { request, type IncomingMessage } from "node:http";
 
 export interface ServerResponse {
@@ -14,7 +14,14 @@ export interface ServerResponse {
  * Sends one request; resolves once the response's status line is in. Aborting the signal
  * closes the connection; so does `timeoutMs` of silence on it (connect included), with an error.
  */
-export function send(url: string, method: "GET" | "POST", body?: unknown, signal?: AbortSignal, timeoutMs?: number): Promise<ServerResponse> {
+export function send(
+  url: string,
+  method: "GET" | "POST",
+  body?: unknown,
+  signal?: AbortSignal,
+  timeoutMs?: number,
+  headers: Record<string, string> = {},
+): Promise<ServerResponse> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const outgoing = request(
@@ -22,7 +29,7 @@ export function send(url: string, method: "GET" | "POST", body?: unknown, signal
       {
         method,
         agent: false,
-        headers: payload === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+        headers: payload === undefined ? headers : { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
         ...(signal ? { signal } : {}),
       },
       (response) => resolve({ status: response.statusCode ?? 0, body: response }),
@@ -67,7 +74,7 @@ export async function untilHealthy(
     if (stop !== undefined) throw new Error(stop);
     const problem = await healthProblem(baseURL, Math.max(pollMs, 1000));
     if (problem === "") return;
-    if (Date.now() > deadline) throw new Error(`llama-server at ${baseURL} did not answer /health in ${readyTimeoutMs} ms: ${problem}`);
+    if (Date.now() > deadline) throw new Error(`the server at ${baseURL} did not answer /health in ${readyTimeoutMs} ms: ${problem}`);
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
 }
@@ -76,6 +83,30 @@ export async function untilHealthy(
 export async function jsonOf(url: string, method: "GET" | "POST", body?: unknown, timeoutMs?: number): Promise<unknown> {
   const response = await send(url, method, body, undefined, timeoutMs);
   const text = await textOf(response);
-  if (response.status !== 200) throw new Error(`llama-server ${method} ${new URL(url).pathname} answered ${response.status}: ${text}`);
+  if (response.status !== 200) throw new Error(`${method} ${url} answered ${response.status}: ${text}`);
   return JSON.parse(text) as unknown;
+}
+
+/**
+ * The payload of each server-sent event as it arrives: the `data:` lines of one event joined
+ * (llama-server also writes `error:` lines); comments and empty events are skipped.
+ */
+export async function* sseEvents(body: AsyncIterable<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const chunk of body) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let boundary = buffered.indexOf("\n\n");
+    while (boundary >= 0) {
+      const block = buffered.slice(0, boundary);
+      buffered = buffered.slice(boundary + 2);
+      boundary = buffered.indexOf("\n\n");
+      const data = block
+        .split("\n")
+        .filter((line) => line.startsWith("data:") || line.startsWith("error:"))
+        .map((line) => line.slice(line.indexOf(":") + 1).trim())
+        .join("");
+      if (data !== "") yield data;
+    }
+  }
 }

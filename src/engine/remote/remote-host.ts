@@ -1,10 +1,11 @@
-// A llama-server that someone else runs (another box, another container), reached at a URL.
+// An engine server that someone else runs (another box, another container), reached at a URL:
+// a llama-server, or another Radixgate host.
 // It is never started or stopped from here: it is watched. A health check (GET /health with a
 // timeout) runs every few seconds; a run of failed checks, or a failed request confirmed by an
 // immediate check, counts as the server lost, and the worker's restart then waits for it to
 // answer again (the fleet retries with back-off). A request never hangs on a server that has
 // gone silent: connecting and each health check time out.
-import type { LlamaServerEndpoint } from "./endpoint.js";
+import type { EngineEndpoint } from "./endpoint.js";
 import { healthProblem, untilHealthy } from "./http-client.js";
 
 export interface RemoteWatch {
@@ -20,7 +21,7 @@ export interface RemoteWatch {
 
 const DEFAULTS: Required<RemoteWatch> = { intervalMs: 2000, timeoutMs: 2000, failuresToLose: 2, readyTimeoutMs: 10_000 };
 
-export class RemoteLlamaServer implements LlamaServerEndpoint {
+export class RemoteHost implements EngineEndpoint {
   readonly pid = undefined;
   readonly exited: Promise<string>;
   private lose!: (reason: string) => void;
@@ -34,21 +35,23 @@ export class RemoteLlamaServer implements LlamaServerEndpoint {
   private constructor(
     readonly baseURL: string,
     private readonly watch: Required<RemoteWatch>,
+    /** What runs there, for messages: "llama-server", "Radixgate host". */
+    label: string,
   ) {
     this.exited = new Promise((resolve) => {
       this.lose = (reason) => {
         if (this.stopped) return;
         this.lost = true;
         this.stop();
-        resolve(`llama-server at ${this.baseURL} lost: ${reason}`);
+        resolve(`${label} at ${this.baseURL} lost: ${reason}`);
       };
     });
   }
 
   /** Resolves once the server answers 200 on /health; rejects after `readyTimeoutMs` without one. */
-  static async connect(url: string, watch: RemoteWatch = {}): Promise<RemoteLlamaServer> {
+  static async connect(url: string, watch: RemoteWatch = {}, label = "llama-server"): Promise<RemoteHost> {
     const settings = { ...DEFAULTS, ...watch };
-    const server = new RemoteLlamaServer(url.replace(/\/+$/, ""), settings);
+    const server = new RemoteHost(url.replace(/\/+$/, ""), settings, label);
     await untilHealthy(server.baseURL, { readyTimeoutMs: settings.readyTimeoutMs, pollMs: Math.min(500, settings.intervalMs) });
     server.schedule();
     return server;

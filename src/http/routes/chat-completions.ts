@@ -201,7 +201,7 @@ export function refuseUnsupported(body: Record<string, unknown>, refused: Record
 }
 
 /** Aborts when the client goes away before the response is complete: the worker stops generating. */
-function abortOnDisconnect(reply: FastifyReply): AbortController {
+export function abortOnDisconnect(reply: FastifyReply): AbortController {
   const abort = new AbortController();
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished) abort.abort();

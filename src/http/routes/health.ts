@@ -41,6 +41,9 @@ export function healthRoute(
           isolation: worker.isolation,
           engine: worker.engine,
           down_reason: view === undefined && worker.joined ? "answering; being calibrated before it is placed on" : worker.downReason,
+          // closed; open: failed request after request, held out of placement for a while (why: circuit_reason); half-open: being tried again.
+          circuit: service.circuit(worker.id),
+          circuit_reason: service.circuitReason(worker.id) ?? null,
           // How exact the placement tree is about this worker's cache (exact, at-least, approximate).
           precision: worker.precision,
           url: worker.url ?? null,

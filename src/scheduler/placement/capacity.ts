@@ -13,12 +13,12 @@ export function lentPlaces(fleet: Iterable<FleetWorker>, modelId: string, maxQue
   let placesOfDown = 0;
   for (const worker of fleet) {
     if (worker.spec.modelId !== modelId) continue;
-    if (worker.alive) alive++;
+    if (worker.alive && !worker.held) alive++;
     else placesOfDown += worker.spec.slots + maxQueuePerWorker;
   }
   return Math.ceil(placesOfDown / Math.max(1, alive));
 }
 
 export function hasRoom(worker: FleetWorker, lent: number, maxQueuePerWorker: number): boolean {
-  return worker.inFlight < worker.spec.slots + maxQueuePerWorker + lent;
+  return worker.inFlight + (worker.othersInFlight ?? 0) < worker.spec.slots + maxQueuePerWorker + lent;
 }
