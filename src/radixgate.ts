@@ -18,11 +18,15 @@ import { statusReport } from "./serving/status.js";
 import { changedPaths, ConfigReloader } from "./serving/hot-reload.js";
 import { CacheFeed } from "./serving/cache-feed.js";
 import { CircuitBreakers } from "./serving/circuit-breaker.js";
+import { type ResolveHost, RemoteDiscovery, resolveHostAddresses } from "./serving/discovery.js";
+import { probeGpus } from "./engine/host/gpu-probe.js";
 import { Metrics } from "./metrics/metrics.js";
 
 export interface Radixgate {
   /** Re-reads config.yml and applies what can change live (SIGHUP, file change). */
   reloader: ConfigReloader;
+  /** Remote engines found by name (discover: dns): resolved again on their period, or now with refresh(). */
+  discovery: RemoteDiscovery;
   app: FastifyInstance;
   metrics: Metrics;
   fleet: Fleet;
@@ -37,7 +41,13 @@ export interface Radixgate {
   shutdown(timeoutMs: number): Promise<void>;
 }
 
-export async function createRadixgate({ config, dir, path, env }: LoadedConfig): Promise<Radixgate> {
+export interface RadixgateOptions {
+  /** How host names of remote engines with discover: dns are resolved (DNS by default). */
+  resolveHost?: ResolveHost;
+}
+
+export async function createRadixgate({ config, dir, path, env }: LoadedConfig, options: RadixgateOptions = {}): Promise<Radixgate> {
+  const resolveHost = options.resolveHost ?? resolveHostAddresses;
   // Fail on a bad policy name before spending time loading models.
   createPolicy(config.scheduler.policy, config.scheduler);
   const modelPaths = new Map<string, string>();
@@ -51,7 +61,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
   let fleet: Fleet;
   try {
     [fleet] = await Promise.all([
-      Fleet.start(config, modelPaths, { toolCallGrammar: (constraint) => preparer.toolCallGrammar(constraint) }),
+      Fleet.start(config, modelPaths, { toolCallGrammar: (constraint) => preparer.toolCallGrammar(constraint) }, probeGpus, resolveHost),
       ...config.models.map((model) => preparer.warmUp(model.id)),
     ]);
   } catch (error) {
@@ -102,6 +112,12 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
       app.log.info({ worker: workerId }, "worker restarted");
       service.placesChanged(fleet.get(workerId)!.modelId);
     },
+    onWorkerRetired: (workerId, modelId) => {
+      breakers.reset(workerId);
+      scheduler.removeWorker(workerId);
+      feed.removeWorker(workerId);
+      service.placesChanged(modelId);
+    },
   });
   // A remote engine that did not answer at launch joins the scheduler once it does: calibrated
   // like the others, then placed on.
@@ -109,6 +125,12 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     const worker = fleet.get(workerId)!;
     try {
       await addToScheduler(scheduler, worker, feed);
+      // Retired (its address left the name) while it was calibrated: forget it again.
+      if (!fleet.get(workerId)) {
+        scheduler.removeWorker(workerId);
+        feed.removeWorker(workerId);
+        return;
+      }
       app.log.info({ worker: workerId, url: worker.engine.url }, "remote engine joined");
       service.placesChanged(worker.modelId);
     } catch (error) {
@@ -171,14 +193,21 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
     },
     env,
   );
+  const discovery = new RemoteDiscovery(config, fleet, resolveHost, {
+    info: (data, message) => app.log.info(data, message),
+    warn: (data, message) => app.log.warn(data, message),
+  });
+  discovery.start();
   return {
     app,
     metrics,
     reloader,
+    discovery,
     fleet,
     scheduler,
     listen: () => app.listen({ host: config.server.host, port: config.server.port }),
     async close() {
+      discovery.stop();
       reloader.close();
       feed.close();
       breakers.close();
@@ -187,6 +216,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig):
       await preparer.close();
     },
     async shutdown(timeoutMs) {
+      discovery.stop();
       reloader.close();
       feed.close();
       breakers.close();

@@ -81,6 +81,13 @@ export const ModelConfigSchema = Type.Object(
           apiKey: Type.Optional(
             Type.String({ minLength: 1, description: "radixgate only: an API key of that host, when it wants one (server.apiKeys there)." }),
           ),
+          discover: Type.Optional(
+            Type.Literal("dns", {
+              description:
+                "dns: the URL's host name stands for every address it resolves to (a Kubernetes headless service: its pods), one worker each, resolved again every discoverEveryS: new addresses join, vanished ones leave.",
+            }),
+          ),
+          discoverEveryS: Type.Optional(Type.Integer({ minimum: 1, description: "With discover: dns, seconds between resolutions (default 30)." })),
         },
         CLOSED,
       ),

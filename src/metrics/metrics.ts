@@ -156,6 +156,8 @@ export class Metrics implements ServingObserver {
         labelNames: ["worker", "model"],
         registers,
         collect() {
+          // Only the workers there are now: one that left (discovery) leaves the metrics too.
+          this.reset();
           for (const view of scheduler.views()) this.set({ worker: view.id, model: view.modelId }, value(view));
         },
       });
@@ -171,6 +173,7 @@ export class Metrics implements ServingObserver {
       labelNames: ["worker"],
       registers,
       collect() {
+        this.reset();
         for (const worker of fleet.workers) this.set({ worker: worker.engine.id }, worker.restarts);
       },
     });
@@ -207,7 +210,9 @@ export class Metrics implements ServingObserver {
         async collect() {
           // One stats task per worker per scrape, shared by the three counters.
           pending ??= statsOfLiveWorkers().finally(() => setImmediate(() => (pending = undefined)));
-          for (const { worker, stats } of await pending) if (stats) this.set({ worker }, stats[field]);
+          const live = await pending;
+          this.reset();
+          for (const { worker, stats } of live) if (stats) this.set({ worker }, stats[field]);
         },
       });
     }

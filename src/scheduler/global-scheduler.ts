@@ -150,6 +150,14 @@ export class GlobalScheduler {
     });
   }
 
+  /** Forgets a worker for good (discovery found it gone): its cache leaves the tree; requests still on it release as no-ops. */
+  removeWorker(workerId: string): void {
+    const worker = this.workers.get(workerId);
+    if (!worker) return;
+    this.models.get(worker.spec.modelId)?.tree.dropWorker(workerId);
+    this.workers.delete(workerId);
+  }
+
   hasWorker(workerId: string): boolean {
     return this.workers.has(workerId);
   }

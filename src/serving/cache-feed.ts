@@ -48,9 +48,22 @@ export class CacheFeed {
     this.timer.unref();
   }
 
-  /** A worker the scheduler places on: known from here on, with `slots` empty slots. */
+  /**
+   * A worker the scheduler places on: known from here on, with `slots` empty slots. Routers
+   * already following the model get a new snapshot: the host's shape changed (a router
+   * connects again on it, its slot layout being fixed per connection).
+   */
   addWorker(id: string, modelId: string, slots: number, calibration: CalibrationSamples | undefined): void {
     this.workers.set(id, { id, modelId, alive: true, slots: Array.from({ length: slots }, () => []), calibration });
+    if (this.listeners.get(modelId)?.size) this.emit(modelId, this.snapshot(modelId));
+  }
+
+  /** A worker that left for good: forgotten, and routers following the model get a new snapshot. */
+  removeWorker(id: string): void {
+    const worker = this.workers.get(id);
+    if (!worker) return;
+    this.workers.delete(id);
+    if (this.listeners.get(worker.modelId)?.size) this.emit(worker.modelId, this.snapshot(worker.modelId));
   }
 
   /** The scheduler booked a change to a worker's cache. */

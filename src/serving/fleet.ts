@@ -14,6 +14,7 @@ import { LlamaServerEngine, type LlamaServerEngineOptions } from "../engine/llam
 import { RadixgateEngine } from "../engine/radixgate/radixgate-engine.js";
 import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
 import { probeGpus } from "../engine/host/gpu-probe.js";
+import { type ResolveHost, resolveHostAddresses, urlAt } from "./discovery.js";
 
 export interface ServedModel {
   config: ModelConfig;
@@ -35,6 +36,10 @@ export interface FleetWorker {
   startMs: number;
   /** Why it is down, while it is. */
   downReason?: string;
+  /** Found by resolving the host name of `remote[entry]` of its model (discover: dns): its address's URL. */
+  discoveredAs?: { entry: number; url: string };
+  /** Left the fleet (its address vanished from the name): never restarted. */
+  retired?: boolean;
 }
 
 /** One worker as /health shows it: a copy, taken when asked. */
@@ -67,6 +72,8 @@ export type EngineServices = Pick<LlamaServerEngineOptions, "toolCallGrammar">;
 export interface FleetHooks {
   onWorkerDown(workerId: string, reason: string): void;
   onWorkerUp(workerId: string): void;
+  /** The worker left for good (discovery): forget it. */
+  onWorkerRetired?(workerId: string, modelId: string): void;
 }
 
 /**
@@ -82,11 +89,18 @@ export class Fleet {
   private closed = false;
   private readonly timers = new Set<NodeJS.Timeout>();
 
+  /** The next worker id's number: ids are never reused. */
+  private nextId: number;
+
   private constructor(
     readonly models: Map<string, ServedModel>,
     readonly workers: FleetWorker[],
+    private readonly config: Config,
+    private readonly modelPaths: Map<string, string>,
+    private readonly services: EngineServices,
   ) {
     this.byId = new Map(workers.map((worker) => [worker.engine.id, worker]));
+    this.nextId = workers.length;
     for (const worker of workers) this.watch(worker);
   }
 
@@ -95,25 +109,18 @@ export class Fleet {
    * `services`: what an engine needs of the host beyond its model, e.g. tool-call grammars
    * built by the prompt threads for the llama-server engine.
    */
-  static async start(config: Config, modelPaths: Map<string, string>, services: EngineServices = {}, detect = probeGpus): Promise<Fleet> {
+  static async start(
+    config: Config,
+    modelPaths: Map<string, string>,
+    services: EngineServices = {},
+    detect = probeGpus,
+    resolve: ResolveHost = resolveHostAddresses,
+  ): Promise<Fleet> {
     const workers: FleetWorker[] = [];
-    for (const { workerId, model, isolation, env, remote } of await planFleet(config, detect)) {
-      const init: WorkerInit = {
-        workerId,
-        hostPid: process.pid,
-        modelPath: modelPaths.get(model.id)!,
-        slots: model.slots,
-        contextSize: model.contextSize,
-        batchSize: model.batchSize,
-        threads: model.threads,
-        flashAttention: model.flashAttention,
-        gpu: model.gpu,
-        // A copy per worker: a hot reload replaces it on each.
-        local: { ...config.scheduler.local },
-        spill: config.spill,
-      };
+    for (const { workerId, model, isolation, env, remote, discoveredAs } of await planFleet(config, detect, resolve)) {
+      const init = initOf(workerId, model, modelPaths, config, config.scheduler.local);
       const engine = await engineFor(init, model, { isolation, env, ...(remote !== undefined ? { remote } : {}) }, services);
-      workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0 });
+      workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0, ...(discoveredAs ? { discoveredAs } : {}) });
     }
     const launchedAt = performance.now();
     const loads = await Promise.allSettled(
@@ -149,7 +156,37 @@ export class Fleet {
       worker.alive = hasStarted(worker);
       if (!worker.alive) worker.downSince = now;
     }
-    return new Fleet(models, workers);
+    return new Fleet(models, workers, config, modelPaths, services);
+  }
+
+  /**
+   * A remote engine found at `url` by resolving `remote[entry]`'s host name: one more worker,
+   * started like one that joins late (the scheduler takes it once it answers), with the local
+   * scheduler settings the others run with now.
+   */
+  async addDiscovered(modelId: string, entry: number, url: string): Promise<FleetWorker> {
+    const model = this.config.models.find((m) => m.id === modelId)!;
+    const workerId = `w${this.nextId++}`;
+    const local = this.workers[0]?.engine.init.local ?? this.config.scheduler.local;
+    const init = initOf(workerId, model, this.modelPaths, this.config, local);
+    const engine = await engineFor(init, model, { isolation: "remote", env: {}, remote: { ...model.remote[entry]!, url } }, this.services);
+    const worker: FleetWorker = { engine, modelId, restarts: 0, alive: false, startMs: 0, downSince: performance.now(), discoveredAs: { entry, url } };
+    this.workers.push(worker);
+    this.byId.set(workerId, worker);
+    this.restart(worker, 0);
+    return worker;
+  }
+
+  /** A discovered worker whose address vanished: it leaves (its requests end first), never to be restarted. */
+  async retire(workerId: string): Promise<void> {
+    const worker = this.byId.get(workerId);
+    if (!worker) return;
+    worker.retired = true;
+    worker.alive = false;
+    this.byId.delete(workerId);
+    this.workers.splice(this.workers.indexOf(worker), 1);
+    this.hooks?.onWorkerRetired?.(workerId, worker.modelId);
+    await worker.engine.close().catch(() => undefined);
   }
 
   /**
@@ -212,7 +249,7 @@ export class Fleet {
 
   private watch(worker: FleetWorker): void {
     void worker.engine.died.then((reason) => {
-      if (this.closed) return;
+      if (this.closed || worker.retired) return;
       worker.alive = false;
       worker.downSince = performance.now();
       worker.downReason = reason;
@@ -225,14 +262,14 @@ export class Fleet {
     const delay = attempt === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** (attempt - 1));
     const timer = setTimeout(() => {
       this.timers.delete(timer);
-      if (this.closed) return;
+      if (this.closed || worker.retired) return;
       // A first start (a remote engine joining late) is not a restart.
       const firstStart = !hasStarted(worker);
       worker.engine.restart().then(
         () => {
-          // Closed while it restarted: dispose the fresh one too (a thread left holding
-          // llama.cpp objects would abort the process on exit).
-          if (this.closed) return void worker.engine.close().catch(() => undefined);
+          // Closed (or retired) while it restarted: dispose the fresh one too (a thread left
+          // holding llama.cpp objects would abort the process on exit).
+          if (this.closed || worker.retired) return void worker.engine.close().catch(() => undefined);
           if (!firstStart) worker.restarts++;
           // A prompt must fit every worker of its model, this one too (a remote one may be shorter).
           const served = this.models.get(worker.modelId);
@@ -284,6 +321,8 @@ export interface WorkerPlan {
   isolation: Isolation;
   /** A remote engine: what runs there and where. */
   remote?: ModelConfig["remote"][number];
+  /** Found by resolving that entry's host name (discover: dns). */
+  discoveredAs?: { entry: number; url: string };
   /** CUDA_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES of a process worker pinned to one GPU. */
   env: Record<string, string>;
 }
@@ -296,15 +335,52 @@ export interface PlannedWorker extends WorkerPlan {
   gpus: GpuDetection;
 }
 
-/** Every worker of every model, numbered w0, w1, ... in config order: a model's local workers, then its remote engines. */
-export async function planFleet(config: Config, detect: (gpu: ModelConfig["gpu"]) => Promise<GpuDetection> = probeGpus): Promise<PlannedWorker[]> {
+/**
+ * Every worker of every model, numbered w0, w1, ... in config order: a model's local workers,
+ * then its remote engines (an entry with discover: dns, one per address its host name
+ * resolves to now; none when it resolves to nothing yet: discovery adds them later).
+ */
+export async function planFleet(
+  config: Config,
+  detect: (gpu: ModelConfig["gpu"]) => Promise<GpuDetection> = probeGpus,
+  resolve: ResolveHost = resolveHostAddresses,
+): Promise<PlannedWorker[]> {
   const planned: PlannedWorker[] = [];
   for (const model of config.models) {
     const gpus = await detect(model.gpu);
     for (const plan of planWorkers(model, gpus)) planned.push({ workerId: `w${planned.length}`, model, gpus, ...plan });
-    for (const remote of model.remote) planned.push({ workerId: `w${planned.length}`, model, gpus, isolation: "remote", env: {}, remote });
+    for (const [entry, remote] of model.remote.entries()) {
+      const at = (url: string) => ({ workerId: `w${planned.length}`, model, gpus, isolation: "remote" as const, env: {}, remote: { ...remote, url } });
+      if (remote.discover !== "dns") {
+        planned.push(at(remote.url));
+        continue;
+      }
+      const addresses = await resolve(new URL(remote.url).hostname).catch(() => []);
+      for (const address of addresses) {
+        const url = urlAt(remote.url, address);
+        planned.push({ ...at(url), discoveredAs: { entry, url } });
+      }
+    }
   }
   return planned;
+}
+
+/** What a worker is started with. */
+function initOf(workerId: string, model: ModelConfig, modelPaths: Map<string, string>, config: Config, local: Config["scheduler"]["local"]): WorkerInit {
+  return {
+    workerId,
+    hostPid: process.pid,
+    modelPath: modelPaths.get(model.id)!,
+    slots: model.slots,
+    contextSize: model.contextSize,
+    batchSize: model.batchSize,
+    threads: model.threads,
+    flashAttention: model.flashAttention,
+    gpu: model.gpu,
+    // A copy per worker: a hot reload replaces it on each.
+    local: { ...local },
+    spill: config.spill,
+  };
 }
 
 /**

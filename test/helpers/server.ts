@@ -26,6 +26,10 @@ export async function startTestServer(
     remote?: string[];
     /** Base URLs of other Radixgate hosts that serve the model too (one worker each, after those). */
     remoteHosts?: string[];
+    /** More `remote` entries as config.yml has them (after those). */
+    remoteEntries?: Record<string, unknown>[];
+    /** How host names of remote engines with discover: dns resolve. */
+    resolveHost?: (host: string) => Promise<string[]>;
     requestTimeoutMs?: number;
     server?: Record<string, unknown>;
     /** More keys of config.yml's scheduler section. */
@@ -47,13 +51,14 @@ export async function startTestServer(
         remote: [
           ...(overrides.remote ?? []).map((url) => ({ kind: "llama-server", url })),
           ...(overrides.remoteHosts ?? []).map((url) => ({ kind: "radixgate", url })),
+          ...(overrides.remoteEntries ?? []),
         ],
       },
     ],
     scheduler: { policy: overrides.policy ?? "roundrobin", ...overrides.scheduler },
     ...(overrides.requestTimeoutMs !== undefined ? { generation: { requestTimeoutMs: overrides.requestTimeoutMs } } : {}),
   });
-  const radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() });
+  const radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() }, overrides.resolveHost ? { resolveHost: overrides.resolveHost } : {});
   const address = await radixgate.listen();
   const baseURL = `${address}/v1`;
   return {

@@ -81,7 +81,7 @@ describe("deploy/k8s", () => {
     expect(() => validate(service)).toThrow();
   });
 
-  it("runs two routers in front of every engine pod by its stable name, on the same model, each a valid Radixgate config", () => {
+  it("runs two routers in front of every engine pod found through the headless Service's name, on the same model, each a valid Radixgate config", () => {
     const engines = find<Workload>("StatefulSet", "radixgate-engine");
     const headless = find<{ spec: { clusterIP: string; ports: { port: number }[] } }>("Service", engines.spec.serviceName!);
     expect(headless.spec.clusterIP).toBe("None");
@@ -92,12 +92,11 @@ describe("deploy/k8s", () => {
     expect(model!.workers).toBe(0);
     expect(model!.source).toBe(engine.models[0]!.source);
     expect(model!.id).toBe(engine.models[0]!.id);
-    expect(model!.remote).toEqual(
-      Array.from({ length: engines.spec.replicas }, (_, i) => ({
-        kind: "radixgate",
-        url: `http://radixgate-engine-${i}.${engines.spec.serviceName}:${headless.spec.ports[0]!.port}`,
-      })),
-    );
+    // One entry: the Service's name, resolved to every pod's address (publishNotReadyAddresses: a pod is found while it starts).
+    expect(model!.remote).toEqual([
+      { kind: "radixgate", url: `http://${engines.spec.serviceName}:${headless.spec.ports[0]!.port}`, discover: "dns", discoverEveryS: 10 },
+    ]);
+    expect((headless.spec as { publishNotReadyAddresses?: boolean }).publishNotReadyAddresses).toBe(true);
     expect(engine.server.port).toBe(headless.spec.ports[0]!.port);
   });
 
