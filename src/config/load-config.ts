@@ -67,11 +67,16 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source = 
     throw new ConfigError(`invalid ${source}:\n  models: the id "${repeated}" is used twice; each model needs its own id`);
   }
   for (const model of config.models) {
-    const index = model.remote.findIndex((remote) => remote.kind !== "radixgate" && (remote.model !== undefined || remote.apiKey !== undefined));
-    if (index >= 0) {
-      throw new ConfigError(
-        `invalid ${source}:\n  models: "${model.id}" remote[${index}] is a ${model.remote[index]!.kind}: \`model\` and \`apiKey\` are for kind radixgate only; remove them`,
-      );
+    for (const [index, remote] of model.remote.entries()) {
+      const misplaced = [
+        ...(remote.kind === "llama-server" ? (["model", "apiKey"] as const) : []),
+        ...(remote.kind !== "openai" ? (["slots", "cacheTtlS"] as const) : []),
+      ].filter((key) => remote[key] !== undefined);
+      if (misplaced.length > 0) {
+        throw new ConfigError(
+          `invalid ${source}:\n  models: "${model.id}" remote[${index}] is a ${remote.kind}: ${misplaced.map((key) => `\`${key}\``).join(" and ")} ${misplaced.length > 1 ? "are" : "is"} not for that kind (model and apiKey: radixgate and openai; slots and cacheTtlS: openai); remove ${misplaced.length > 1 ? "them" : "it"}`,
+        );
+      }
     }
   }
   const idle = config.models.find((model) => model.workers === 0 && model.remote.length === 0);

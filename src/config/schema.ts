@@ -70,16 +70,30 @@ export const ModelConfigSchema = Type.Object(
     remote: Type.Array(
       Type.Object(
         {
-          kind: Type.Union([Type.Literal("llama-server"), Type.Literal("radixgate")], {
-            description: "What runs there: llama-server (llama.cpp's server) or radixgate (another Radixgate host, which places on its own workers).",
+          kind: Type.Union([Type.Literal("llama-server"), Type.Literal("radixgate"), Type.Literal("openai")], {
+            description:
+              "What runs there: llama-server (llama.cpp's server), radixgate (another Radixgate host, which places on its own workers), or openai (any OpenAI-compatible server taking token ids on /v1/completions: vLLM, SGLang, ...).",
           }),
           url: Type.String({
             pattern: "^https?://[^\\s/]+(/.*)?$",
             description: "Its base URL, e.g. http://10.0.0.7:8080 (the server's /health is under it).",
           }),
-          model: Type.Optional(Type.String({ minLength: 1, description: "radixgate only: the model's id on that host; default: this model's id." })),
+          model: Type.Optional(Type.String({ minLength: 1, description: "radixgate and openai: the model's name on that server; default: this model's id." })),
           apiKey: Type.Optional(
-            Type.String({ minLength: 1, description: "radixgate only: an API key of that host, when it wants one (server.apiKeys there)." }),
+            Type.String({ minLength: 1, description: "radixgate and openai: an API key of that server, when it wants one (sent as a bearer token)." }),
+          ),
+          slots: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: 4096,
+              description: "openai only: requests it runs at once as far as this router counts (more wait here); default: this model's slots.",
+            }),
+          ),
+          cacheTtlS: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              description: "openai only: a prompt not asked for in this long is taken as evicted from its cache (the tree forgets it); default 300.",
+            }),
           ),
           discover: Type.Optional(
             Type.Literal("dns", {

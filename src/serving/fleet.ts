@@ -12,6 +12,7 @@ import type { WorkerInit } from "../engine/wire/protocol.js";
 import { findLlamaServer } from "../engine/llama-server/binary.js";
 import { LlamaServerEngine, type LlamaServerEngineOptions } from "../engine/llama-server/llama-server-engine.js";
 import { RadixgateEngine } from "../engine/radixgate/radixgate-engine.js";
+import { OpenAIEngine } from "../engine/openai/openai-engine.js";
 import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
 import { probeGpus } from "../engine/host/gpu-probe.js";
 import { type ResolveHost, resolveHostAddresses, urlAt } from "./discovery.js";
@@ -300,6 +301,15 @@ async function engineFor(init: WorkerInit, model: ModelConfig, plan: WorkerPlan,
   const remote = plan.remote;
   if (remote?.kind === "radixgate") {
     return new RadixgateEngine(init, { url: remote.url, model: remote.model ?? model.id, ...(remote.apiKey !== undefined ? { apiKey: remote.apiKey } : {}) });
+  }
+  if (remote?.kind === "openai") {
+    return new OpenAIEngine(init, {
+      url: remote.url.replace(/\/+$/, ""),
+      model: remote.model ?? model.id,
+      slots: remote.slots ?? model.slots,
+      cacheTtlMs: (remote.cacheTtlS ?? 300) * 1000,
+      ...(remote.apiKey !== undefined ? { apiKey: remote.apiKey } : {}),
+    });
   }
   if (remote !== undefined) return new LlamaServerEngine(init, { binary: "", url: remote.url, ...services });
   if (model.engine === "llama-server") {

@@ -192,12 +192,17 @@ describe("config of remote engines", () => {
     expect(() => parseConfig(model({ remote: [{ kind: "vllm", url: "http://10.0.0.7:8080" }] }))).toThrow(/remote.*kind/s);
   });
 
-  it("takes a Radixgate host's model id and API key, and refuses them on a llama-server", () => {
+  it("takes a Radixgate host's or an OpenAI server's model id and API key, and refuses each kind's keys on the others", () => {
     const host = { kind: "radixgate", url: "http://10.0.0.8:8080", model: "there", apiKey: "sk-1" };
     expect(parseConfig(model({ workers: 0, remote: [host] })).models[0]!.remote).toEqual([host]);
     expect(() => parseConfig(model({ remote: [{ kind: "llama-server", url: "http://10.0.0.7:8080", model: "x" }] }))).toThrow(
-      /remote\[0\] is a llama-server: `model` and `apiKey` are for kind radixgate only/,
+      /remote\[0\] is a llama-server: `model` is not for that kind/,
     );
+    expect(() => parseConfig(model({ remote: [{ kind: "radixgate", url: "http://10.0.0.8:8080", slots: 8, cacheTtlS: 60 }] }))).toThrow(
+      /remote\[0\] is a radixgate: `slots` and `cacheTtlS` are not for that kind/,
+    );
+    const openai = { kind: "openai", url: "http://vllm:8000", model: "qwen", apiKey: "sk-2", slots: 64, cacheTtlS: 60 };
+    expect(parseConfig(model({ workers: 0, remote: [openai] })).models[0]!.remote).toEqual([openai]);
   });
 });
 

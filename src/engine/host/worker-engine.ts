@@ -16,8 +16,8 @@ export type Isolation = "thread" | "process" | "remote";
  */
 export type CachePrecision = "exact" | "at-least" | "approximate";
 
-/** Which engine evaluates the model: node-llama-cpp here, llama-server, or another Radixgate host. */
-export type EngineKind = "node-llama-cpp" | "llama-server" | "radixgate";
+/** Which engine evaluates the model: node-llama-cpp here, llama-server, another Radixgate host, or any OpenAI-compatible server. */
+export type EngineKind = "node-llama-cpp" | "llama-server" | "radixgate" | "openai";
 
 /** What an engine that knows its slots better than this host's placements tells the global scheduler. */
 export interface CacheReports {

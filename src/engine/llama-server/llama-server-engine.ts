@@ -17,17 +17,15 @@ import { commonPrefixLength } from "../../common/tokens.js";
 import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { ToolCallConstraint } from "../../contract/tools.js";
-import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import { defaultStateDir } from "../worker/state-store.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
-import type { ExportResult, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
+import type { LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import type { CachePrecision, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
-import { cancelledInQueue } from "../wire/generation-results.js";
 import { completionBody, readCompletionStream, type CompletionEnd } from "./completion-request.js";
 import { jsonOf, send, textOf } from "../remote/http-client.js";
 import { profileOverHttp } from "./profile.js";
-import type { EngineEndpoint } from "../remote/endpoint.js";
+import { HttpEngineBase, openConnection, type SlottedLife, statsOfSlots } from "../remote/engine-base.js";
 import { checkSameModel, type ServedModelShape } from "./model-check.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
 import { LlamaServerProcess, llamaServerArgs } from "./server-process.js";
@@ -56,44 +54,20 @@ export interface LlamaServerEngineOptions {
 }
 
 /** One run of the process: a restart makes a new one. */
-interface Life {
-  server: EngineEndpoint;
-  slots: LocalScheduler;
-  /** What each slot holds as far as this host sent it: prompt, then the generated tokens. */
-  held: number[][];
-  died: Promise<string>;
-  dead: boolean;
-  /** The connections of its running generations: closed when it is lost (a silent network never closes them). */
-  running: Set<AbortController>;
-}
+type Life = SlottedLife;
 
-export class LlamaServerEngine implements WorkerEngine {
+export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEngine {
   readonly kind = "llama-server";
   readonly isolation: Isolation;
-  readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
-  private life: Life | undefined;
-  private loadResult: LoadResult | undefined;
-  private inFlightCount = 0;
-  private generations = 0;
   /** Tokens streamed back by the server, counted as they arrive (its own counters move only when a request ends). */
   private decodedTokens = 0;
-  private readonly idleWaiters: (() => void)[] = [];
-  private closing = false;
 
   constructor(
-    readonly init: WorkerInit,
+    init: WorkerInit,
     private readonly options: LlamaServerEngineOptions,
   ) {
+    super(init, "llama-server engine");
     this.isolation = options.url !== undefined ? "remote" : "process";
-  }
-
-  get id(): string {
-    return this.init.workerId;
-  }
-
-  get died(): Promise<string> {
-    if (!this.life) return new Promise(() => undefined);
-    return this.life.died;
   }
 
   get pid(): number | undefined {
@@ -108,14 +82,6 @@ export class LlamaServerEngine implements WorkerEngine {
   get precision(): CachePrecision {
     if (this.options.url !== undefined) return "approximate";
     return this.options.cacheRamMiB === 0 ? "exact" : "at-least";
-  }
-
-  get inFlight(): number {
-    return this.inFlightCount;
-  }
-
-  get info(): LoadResult | undefined {
-    return this.loadResult;
   }
 
   /** Slot files (erase, save, restore) live here: llama-server takes slot actions only with one. */
@@ -136,7 +102,7 @@ export class LlamaServerEngine implements WorkerEngine {
       const meta = models.data?.[0]?.meta ?? {};
       if (this.options.url !== undefined) await checkSameModel(server.baseURL, meta, this.init.modelPath);
       const slots = this.options.url !== undefined ? (props.total_slots ?? this.init.slots) : this.init.slots;
-      this.life = this.lifeOf(server, slots);
+      this.life = this.newSlottedLife(server, slots);
       const loaded: LoadResult = {
         workerId: this.id,
         // A remote server's speed is its own: its calibration is cached per URL.
@@ -178,68 +144,19 @@ export class LlamaServerEngine implements WorkerEngine {
     return LlamaServerProcess.start({ binary: this.options.binary, args, env: this.options.env ?? {} });
   }
 
-  private lifeOf(server: EngineEndpoint, slots: number): Life {
-    const held: number[][] = Array.from({ length: slots }, () => []);
-    const life: Life = {
-      server,
-      held,
-      slots: new LocalScheduler(
-        {
-          slots,
-          priorityGroups: this.init.local.priorityGroups,
-          quotaPerGroup: this.init.local.quotaPerGroup,
-          now: () => performance.now(),
-        },
-        { tokensOfSlot: (slot) => held[slot] ?? [] },
-      ),
-      dead: false,
-      running: new Set(),
-      died: undefined as unknown as Promise<string>,
-    };
-    life.died = server.exited.then((reason) => {
-      life.dead = true;
-      for (const connection of life.running) connection.abort(new WorkerDiedError(`${this.id}: ${reason}`));
-      // Requests still waiting for one of its slots fail with it (and are placed again).
-      for (const waiting of this.waitingIds) life.slots.cancel(waiting);
-      return this.closing ? new Promise<string>(() => undefined) : reason;
-    });
-    return life;
-  }
-
   async restart(): Promise<LoadResult> {
     await this.life?.server.close(1000).catch(() => undefined);
     return this.start();
   }
-
-  /** Ids of generations waiting for a slot now, so a death can fail them. */
-  private readonly waitingIds = new Set<string>();
 
   async generate(_requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
     const life = this.life;
     if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
     const toolCall = sampling.toolCalls && this.options.toolCallGrammar ? await this.options.toolCallGrammar(sampling.toolCalls) : undefined;
     const body = completionBody(tokens, sampling, toolCall);
-    const generationId = `${this.id}-g${++this.generations}`;
-    const queuedAt = performance.now();
-    this.inFlightCount++;
-    const cancelQueued = () => life.slots.cancel(generationId);
-    hooks.signal?.addEventListener("abort", cancelQueued, { once: true });
-    try {
-      this.waitingIds.add(generationId);
-      const grant = hooks.signal?.aborted ? undefined : await life.slots.acquire(generationId, tokens);
-      this.waitingIds.delete(generationId);
-      if (life.dead) {
-        if (grant) life.slots.release(grant.slot);
-        throw new WorkerDiedError(`worker ${this.id} died while the request waited for a slot`);
-      }
-      if (!grant) return this.count(cancelledInQueue(tokens.length, performance.now() - queuedAt));
-      return await this.runInSlot(life, grant.slot, tokens, { ...body, id_slot: grant.slot }, sampling, hooks, queuedAt);
-    } finally {
-      this.waitingIds.delete(generationId);
-      hooks.signal?.removeEventListener("abort", cancelQueued);
-      this.inFlightCount--;
-      if (this.inFlightCount === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
-    }
+    return this.inSlot(life, tokens, hooks.signal, (slot, queuedAt) =>
+      this.runInSlot(life, slot, tokens, { ...body, id_slot: slot }, sampling, hooks, queuedAt),
+    );
   }
 
   private async runInSlot(
@@ -255,11 +172,7 @@ export class LlamaServerEngine implements WorkerEngine {
     // llama-server evaluates at least the last prompt token again, whatever it holds.
     const predictedCached = Math.min(commonPrefixLength(life.held[slot]!, tokens), Math.max(0, tokens.length - 1));
     hooks.onStarted?.({ type: "started", slot, cachedTokens: predictedCached, queueMs: startedAt - queuedAt, restoredTokens: 0 });
-    const abort = new AbortController();
-    life.running.add(abort);
-    const cancel = () => abort.abort();
-    if (hooks.signal?.aborted) cancel();
-    hooks.signal?.addEventListener("abort", cancel, { once: true });
+    const { abort, release } = openConnection(life.running, hooks.signal);
     const generated: number[] = [];
     const texts: string[] = [];
     const logprobs: TokenLogprob[] = [];
@@ -287,8 +200,7 @@ export class LlamaServerEngine implements WorkerEngine {
         throw new WorkerTaskError(`llama-server request failed: ${(error as Error).message}`);
       }
     } finally {
-      life.running.delete(abort);
-      hooks.signal?.removeEventListener("abort", cancel);
+      release();
       // What the slot holds now: the prompt and what was generated but the last token (sampled,
       // never evaluated); after a cancel in the prefill, an unknown part of the prompt: nothing.
       life.held[slot] = end || firstPieceAt !== undefined ? [...tokens, ...generated.slice(0, -1)] : [];
@@ -314,16 +226,6 @@ export class LlamaServerEngine implements WorkerEngine {
     });
   }
 
-  private count(result: GenerationResult): GenerationResult {
-    this.finished[result.finishReason]++;
-    return result;
-  }
-
-  whenIdle(): Promise<void> {
-    if (this.inFlightCount === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
-  }
-
   /** The tokens this host sent to the slot and got back from it: what the slot holds. */
   heldTokens(slot: number): readonly number[] {
     return this.life?.held[slot] ?? [];
@@ -342,15 +244,6 @@ export class LlamaServerEngine implements WorkerEngine {
     }
   }
 
-  /** Copies between llama-server workers are not made yet: the policy's copy then costs nothing but its try. */
-  async exportPrefix(): Promise<ExportResult | null> {
-    return null;
-  }
-
-  async importState(): Promise<ImportResult> {
-    throw new WorkerTaskError(`worker ${this.id} (llama-server engine) does not take in state files`);
-  }
-
   async stats(): Promise<WorkerStats> {
     const life = this.requireLife();
     // A remote server started without --metrics has none: its counters then read 0.
@@ -359,24 +252,12 @@ export class LlamaServerEngine implements WorkerEngine {
       () => "",
     );
     const counter = (name: string) => Number(new RegExp(`^llamacpp:${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0);
-    const now = performance.now();
-    return {
-      // llama-server's counters of finished requests: llama_decode calls and prompt tokens evaluated.
+    // llama-server's counters of finished requests: llama_decode calls and prompt tokens evaluated.
+    return statsOfSlots(this.init, life.held, life.slots, {
       steps: counter("n_decode_total"),
       decodeTokens: this.decodedTokens,
       prefillTokens: counter("prompt_tokens_total"),
-      storedStates: 0,
-      storedBytes: 0,
-      local: { ...this.init.local },
-      slots: life.held.map((tokens, slot) => ({
-        slot,
-        tokens: tokens.length,
-        preview: "",
-        busy: life.slots.isBusy(slot),
-        idleMs: Number.isFinite(life.slots.lastUsedMs(slot)) ? now - life.slots.lastUsedMs(slot) : null,
-      })),
-      waitingByGroup: life.slots.waitingByGroup(),
-    };
+    });
   }
 
   async configure(local: WorkerInit["local"]): Promise<void> {
@@ -384,7 +265,8 @@ export class LlamaServerEngine implements WorkerEngine {
     this.life?.slots.configure(local);
   }
 
-  async crash(): Promise<void> {
+  /** Fault injection; refused while it is down (there is no process to kill). */
+  override async crash(): Promise<void> {
     this.requireLife().server.kill();
   }
 

@@ -10,15 +10,17 @@
 // event stream is part of its life: a stream that ends or goes silent is the host lost (its
 // cache leaves the router's tree, requests without a first token are placed again); the
 // fleet's restart connects again and starts from a fresh snapshot.
-import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
+import type { GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
-import type { ExportResult, ImportResult, LoadResult, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
+import type { LoadResult, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
 import { EngineRefusalError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import type { CachePrecision, CacheReports, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { send, sseEvents, textOf } from "../remote/http-client.js";
+import { refusalOf } from "../remote/refusal.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
+import { bearer, HttpEngineBase, openConnection } from "../remote/engine-base.js";
 import { HostMirror, hostEvents, layoutOf, type HostEvent, type HostWorkerSnapshot } from "./host-events.js";
 
 /** No byte on the event stream for this long (the host sends one every 2 s): the host is lost. */
@@ -51,48 +53,28 @@ type GenerateEvent =
   | { type: "end"; result: GenerationResult & { workerId: string } }
   | { type: "error"; error: { message: string; type: string; param: string | null; code: string | null } };
 
-export class RadixgateEngine implements WorkerEngine {
+export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngine {
   readonly kind = "radixgate";
   readonly isolation: Isolation = "remote";
   readonly precision: CachePrecision = "exact";
   readonly pid = undefined;
-  readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
-  private life: Life | undefined;
-  private loadResult: LoadResult | undefined;
   private calibration: HostWorkerSnapshot["calibration"];
   private reports: CacheReports | undefined;
-  private inFlightCount = 0;
   private decodedTokens = 0;
-  private closing = false;
-  private readonly idleWaiters: (() => void)[] = [];
 
   constructor(
-    readonly init: WorkerInit,
+    init: WorkerInit,
     private readonly options: RadixgateEngineOptions,
-  ) {}
-
-  get id(): string {
-    return this.init.workerId;
+  ) {
+    super(init, "a Radixgate host");
   }
 
   get url(): string {
     return this.options.url;
   }
 
-  get info(): LoadResult | undefined {
-    return this.loadResult;
-  }
-
-  get inFlight(): number {
-    return this.inFlightCount;
-  }
-
-  get died(): Promise<string> {
-    return this.life?.died ?? new Promise(() => undefined);
-  }
-
   private get headers(): Record<string, string> {
-    return this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {};
+    return bearer(this.options.apiKey);
   }
 
   async start(): Promise<LoadResult> {
@@ -174,12 +156,9 @@ export class RadixgateEngine implements WorkerEngine {
     const life = this.life;
     if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
     const queuedAt = performance.now();
-    const abort = new AbortController();
-    const cancel = () => abort.abort();
     if (hooks.signal?.aborted) return this.count(cancelledInQueue(tokens.length, 0));
-    hooks.signal?.addEventListener("abort", cancel, { once: true });
-    life.running.add(abort);
-    this.inFlightCount++;
+    const { abort, release } = openConnection(life.running, hooks.signal);
+    this.began();
     let started = false;
     let slot = -1;
     try {
@@ -193,7 +172,7 @@ export class RadixgateEngine implements WorkerEngine {
       );
       const text =
         response.status !== 200 || !String(response.body.headers["content-type"]).startsWith("text/event-stream") ? await textOf(response) : undefined;
-      if (response.status !== 200) throw refusalOf(response.status, text!, life.server.baseURL);
+      if (response.status !== 200) throw refusalOf(response.status, text!, `the Radixgate host at ${life.server.baseURL}`);
       if (text !== undefined) return this.count({ ...(JSON.parse(text) as { result: GenerationResult }).result, slot: -1 });
       for await (const data of sseEvents(response.body)) {
         const event = JSON.parse(data) as GenerateEvent;
@@ -226,16 +205,9 @@ export class RadixgateEngine implements WorkerEngine {
         `request to the Radixgate host at ${life.server.baseURL} failed${started ? " after it started" : ""}: ${(error as Error).message}`,
       );
     } finally {
-      life.running.delete(abort);
-      hooks.signal?.removeEventListener("abort", cancel);
-      this.inFlightCount--;
-      if (this.inFlightCount === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      release();
+      this.ended();
     }
-  }
-
-  private count(result: GenerationResult): GenerationResult {
-    this.finished[result.finishReason]++;
-    return result;
   }
 
   /** The host's own calibration of its first worker that has one: no request is sent for it. */
@@ -251,15 +223,6 @@ export class RadixgateEngine implements WorkerEngine {
       otherBusySlots: 0,
       totalMs: 0,
     };
-  }
-
-  /** Prefix copies between hosts are not made: the policy's copy then costs only its try. */
-  async exportPrefix(): Promise<ExportResult | null> {
-    return null;
-  }
-
-  async importState(): Promise<ImportResult> {
-    throw new WorkerTaskError(`worker ${this.id} (a Radixgate host) does not take in state files`);
   }
 
   async stats(): Promise<WorkerStats> {
@@ -282,30 +245,12 @@ export class RadixgateEngine implements WorkerEngine {
     this.init.local = local;
   }
 
-  /** Fault injection: the host is dropped as if it had stopped answering. */
-  async crash(): Promise<void> {
-    this.life?.server.kill();
-  }
-
   async close(): Promise<void> {
     this.closing = true;
-    if (this.inFlightCount > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    await this.whenIdle();
     this.life?.stop.abort();
     await this.life?.server.close();
   }
-}
-
-/** The host's own refusal (OpenAI's error shape) passed on; anything else is a failure of the host. */
-function refusalOf(status: number, text: string, baseURL: string): Error {
-  try {
-    const { error } = JSON.parse(text) as { error: { message: string; param: string | null; code: string | null } };
-    if (typeof error.message === "string" && typeof error.code === "string") {
-      return new EngineRefusalError(`${error.message} (the Radixgate host at ${baseURL})`, status, error.code, error.param ?? null);
-    }
-  } catch {
-    // Not an error body: fall through.
-  }
-  return new WorkerTaskError(`the Radixgate host at ${baseURL} answered ${status}: ${text.slice(0, 300)}`);
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {

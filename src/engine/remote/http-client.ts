@@ -49,12 +49,20 @@ export async function textOf(response: ServerResponse): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** "" when GET /health answers 200 within `timeoutMs`, else what went wrong. */
-export async function healthProblem(baseURL: string, timeoutMs: number): Promise<string> {
+/** Where a server says it is up, and what the request needs (an OpenAI server's /v1/models wants its key). */
+export interface HealthProbe {
+  path: string;
+  headers?: Record<string, string>;
+}
+
+const HEALTH: HealthProbe = { path: "/health" };
+
+/** "" when GET `probe.path` (/health) answers 200 within `timeoutMs`, else what went wrong. */
+export async function healthProblem(baseURL: string, timeoutMs: number, probe: HealthProbe = HEALTH): Promise<string> {
   try {
-    const response = await send(`${baseURL}/health`, "GET", undefined, undefined, timeoutMs);
+    const response = await send(`${baseURL}${probe.path}`, "GET", undefined, undefined, timeoutMs, probe.headers);
     response.body.resume();
-    return response.status === 200 ? "" : `/health answered ${response.status}`;
+    return response.status === 200 ? "" : `${probe.path} answered ${response.status}`;
   } catch (error) {
     return (error as Error).message;
   }
@@ -66,15 +74,20 @@ export async function healthProblem(baseURL: string, timeoutMs: number): Promise
  */
 export async function untilHealthy(
   baseURL: string,
-  { readyTimeoutMs, pollMs, gaveUp }: { readyTimeoutMs: number; pollMs: number; gaveUp?: () => Promise<string | undefined> },
+  {
+    readyTimeoutMs,
+    pollMs,
+    gaveUp,
+    probe = HEALTH,
+  }: { readyTimeoutMs: number; pollMs: number; gaveUp?: () => Promise<string | undefined>; probe?: HealthProbe },
 ): Promise<void> {
   const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
     const stop = await gaveUp?.();
     if (stop !== undefined) throw new Error(stop);
-    const problem = await healthProblem(baseURL, Math.max(pollMs, 1000));
+    const problem = await healthProblem(baseURL, Math.max(pollMs, 1000), probe);
     if (problem === "") return;
-    if (Date.now() > deadline) throw new Error(`the server at ${baseURL} did not answer /health in ${readyTimeoutMs} ms: ${problem}`);
+    if (Date.now() > deadline) throw new Error(`the server at ${baseURL} did not answer ${probe.path} in ${readyTimeoutMs} ms: ${problem}`);
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
 }

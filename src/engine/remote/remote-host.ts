@@ -6,7 +6,7 @@
 // answer again (the fleet retries with back-off). A request never hangs on a server that has
 // gone silent: connecting and each health check time out.
 import type { EngineEndpoint } from "./endpoint.js";
-import { healthProblem, untilHealthy } from "./http-client.js";
+import { type HealthProbe, healthProblem, untilHealthy } from "./http-client.js";
 
 export interface RemoteWatch {
   /** Between health checks. Default 2 s. */
@@ -17,9 +17,11 @@ export interface RemoteWatch {
   failuresToLose?: number;
   /** How long `connect` waits for the server to answer 200 on /health. Default 10 s. */
   readyTimeoutMs?: number;
+  /** What is asked: GET /health by default; an OpenAI server's /v1/models, with its key. */
+  probe?: HealthProbe;
 }
 
-const DEFAULTS: Required<RemoteWatch> = { intervalMs: 2000, timeoutMs: 2000, failuresToLose: 2, readyTimeoutMs: 10_000 };
+const DEFAULTS: Required<RemoteWatch> = { intervalMs: 2000, timeoutMs: 2000, failuresToLose: 2, readyTimeoutMs: 10_000, probe: { path: "/health" } };
 
 export class RemoteHost implements EngineEndpoint {
   readonly pid = undefined;
@@ -52,7 +54,7 @@ export class RemoteHost implements EngineEndpoint {
   static async connect(url: string, watch: RemoteWatch = {}, label = "llama-server"): Promise<RemoteHost> {
     const settings = { ...DEFAULTS, ...watch };
     const server = new RemoteHost(url.replace(/\/+$/, ""), settings, label);
-    await untilHealthy(server.baseURL, { readyTimeoutMs: settings.readyTimeoutMs, pollMs: Math.min(500, settings.intervalMs) });
+    await untilHealthy(server.baseURL, { readyTimeoutMs: settings.readyTimeoutMs, pollMs: Math.min(500, settings.intervalMs), probe: settings.probe });
     server.schedule();
     return server;
   }
@@ -87,7 +89,7 @@ export class RemoteHost implements EngineEndpoint {
 
   private check(): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    this.checking ??= healthProblem(this.baseURL, this.watch.timeoutMs)
+    this.checking ??= healthProblem(this.baseURL, this.watch.timeoutMs, this.watch.probe)
       .then((problem) => {
         this.failures = problem === "" ? 0 : this.failures + 1;
         if (problem !== "" && this.failures >= this.watch.failuresToLose) this.lose(problem);

@@ -1,0 +1,200 @@
+// What every engine this host drives over HTTP keeps the same way (a llama-server, ours or a
+// remote one; another Radixgate host; an OpenAI-compatible server): the run it is on (a
+// restart makes a new one), what it loaded, its generations in flight and how they finished,
+// and the answers it gives to what it cannot do (no state files, no prefix copies).
+import type { FinishReason, GenerationResult } from "../../contract/generation.js";
+import { LocalScheduler } from "../../scheduler/local-scheduler.js";
+import type { EngineEndpoint } from "./endpoint.js";
+import type { ExportResult, ImportResult, LoadResult, SlotReport, WorkerInit, WorkerStats } from "../wire/protocol.js";
+import { WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
+import { cancelledInQueue } from "../wire/generation-results.js";
+
+/** One run of the engine: where its requests go, and when it was lost. */
+export interface EngineLife {
+  server: { kill(): void };
+  died: Promise<string>;
+}
+
+/** A run of an engine whose slots this host schedules itself (llama-server, OpenAI servers). */
+export interface SlottedLife extends EngineLife {
+  server: EngineEndpoint;
+  slots: LocalScheduler;
+  /** What each slot holds as far as this host sent it. */
+  held: number[][];
+  dead: boolean;
+  /** The connections of its running generations: closed when it is lost (a silent network never closes them). */
+  running: Set<AbortController>;
+}
+
+export abstract class HttpEngineBase<Life extends EngineLife> {
+  readonly finished: Record<FinishReason, number> = { stop: 0, length: 0, cancelled: 0 };
+  protected life: Life | undefined;
+  protected loadResult: LoadResult | undefined;
+  protected closing = false;
+  private inFlightCount = 0;
+  private readonly idleWaiters: (() => void)[] = [];
+  private generations = 0;
+  /** Generations waiting for a slot now, so a loss can fail them. */
+  private readonly waitingIds = new Set<string>();
+
+  constructor(
+    readonly init: WorkerInit,
+    /** What it is, for messages: "llama-server engine", "a Radixgate host". */
+    private readonly label: string,
+  ) {}
+
+  get id(): string {
+    return this.init.workerId;
+  }
+
+  get info(): LoadResult | undefined {
+    return this.loadResult;
+  }
+
+  /** Generations sent to it that have not ended. */
+  get inFlight(): number {
+    return this.inFlightCount;
+  }
+
+  /** The current run's loss; never resolves before a start. */
+  get died(): Promise<string> {
+    return this.life?.died ?? new Promise(() => undefined);
+  }
+
+  /** A generation begins; `ended` when it is over, however it ended. */
+  protected began(): void {
+    this.inFlightCount++;
+  }
+
+  protected ended(): void {
+    this.inFlightCount--;
+    if (this.inFlightCount === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  whenIdle(): Promise<void> {
+    if (this.inFlightCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  protected count(result: GenerationResult): GenerationResult {
+    this.finished[result.finishReason]++;
+    return result;
+  }
+
+  /** Prefix copies to or from it are not made: the policy's copy then costs only its try. */
+  async exportPrefix(): Promise<ExportResult | null> {
+    return null;
+  }
+
+  async importState(): Promise<ImportResult> {
+    throw new WorkerTaskError(`worker ${this.id} (${this.label}) does not take in state files`);
+  }
+
+  /**
+   * A new run on `server` with `slots` slots under the local scheduler (priority groups, the
+   * slot sharing the longest prefix, else LRU). When the server is lost the run is dead, its
+   * running connections are closed with a WorkerDiedError and the generations waiting for a
+   * slot fail with it (they are placed again); `died` resolves with why, never after close().
+   */
+  protected newSlottedLife(server: EngineEndpoint, slots: number): SlottedLife {
+    const held: number[][] = Array.from({ length: slots }, () => []);
+    const { priorityGroups, quotaPerGroup } = this.init.local;
+    const life: SlottedLife = {
+      server,
+      held,
+      slots: new LocalScheduler({ slots, priorityGroups, quotaPerGroup, now: () => performance.now() }, { tokensOfSlot: (slot) => held[slot] ?? [] }),
+      dead: false,
+      running: new Set(),
+      died: Promise.resolve(""),
+    };
+    life.died = server.exited.then((reason) => {
+      life.dead = true;
+      for (const connection of life.running) connection.abort(new WorkerDiedError(`${this.id}: ${reason}`));
+      for (const waiting of this.waitingIds) life.slots.cancel(waiting);
+      return this.closing ? new Promise<string>(() => undefined) : reason;
+    });
+    return life;
+  }
+
+  /**
+   * Runs one generation in a slot of `life` once its local scheduler grants one: a client that
+   * leaves while it waits gets a cancelled result, a loss while it waits a WorkerDiedError.
+   */
+  protected async inSlot(
+    life: SlottedLife,
+    tokens: readonly number[],
+    signal: AbortSignal | undefined,
+    run: (slot: number, queuedAt: number) => Promise<GenerationResult>,
+  ): Promise<GenerationResult> {
+    const generationId = `${this.id}-g${++this.generations}`;
+    const queuedAt = performance.now();
+    this.began();
+    const cancelQueued = () => life.slots.cancel(generationId);
+    signal?.addEventListener("abort", cancelQueued, { once: true });
+    try {
+      this.waitingIds.add(generationId);
+      const grant = signal?.aborted ? undefined : await life.slots.acquire(generationId, tokens);
+      this.waitingIds.delete(generationId);
+      if (life.dead) {
+        if (grant) life.slots.release(grant.slot);
+        throw new WorkerDiedError(`worker ${this.id} died while the request waited for a slot`);
+      }
+      if (!grant) return this.count(cancelledInQueue(tokens.length, performance.now() - queuedAt));
+      return await run(grant.slot, queuedAt);
+    } finally {
+      this.waitingIds.delete(generationId);
+      signal?.removeEventListener("abort", cancelQueued);
+      this.ended();
+    }
+  }
+
+  /** Fault injection: its process is killed, or a remote one is dropped as if it had stopped answering. */
+  async crash(): Promise<void> {
+    this.life?.server.kill();
+  }
+}
+
+/**
+ * The connection of one generation on a run: closed (aborted) when the client cancels or the
+ * run is lost; `release()` once the generation is over, however it ended.
+ */
+export function openConnection(running: Set<AbortController>, signal: AbortSignal | undefined): { abort: AbortController; release(): void } {
+  const abort = new AbortController();
+  running.add(abort);
+  const cancel = () => abort.abort();
+  if (signal?.aborted) cancel();
+  signal?.addEventListener("abort", cancel, { once: true });
+  return {
+    abort,
+    release() {
+      running.delete(abort);
+      signal?.removeEventListener("abort", cancel);
+    },
+  };
+}
+
+/** `Authorization` for a server that wants a key; nothing otherwise. */
+export function bearer(apiKey: string | undefined): Record<string, string> {
+  return apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+}
+
+/**
+ * The stats of an engine whose slots this host schedules itself (what each was last given,
+ * busy or idle since when, the requests waiting per group), with the counters it has.
+ */
+export function statsOfSlots(
+  init: WorkerInit,
+  held: readonly (readonly number[])[],
+  slots: LocalScheduler,
+  counters: Pick<WorkerStats, "steps" | "decodeTokens" | "prefillTokens">,
+): WorkerStats {
+  const now = performance.now();
+  const reports: SlotReport[] = held.map((tokens, slot) => ({
+    slot,
+    tokens: tokens.length,
+    preview: "",
+    busy: slots.isBusy(slot),
+    idleMs: Number.isFinite(slots.lastUsedMs(slot)) ? now - slots.lastUsedMs(slot) : null,
+  }));
+  return { ...counters, storedStates: 0, storedBytes: 0, local: { ...init.local }, slots: reports, waitingByGroup: slots.waitingByGroup() };
+}
