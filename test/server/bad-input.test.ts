@@ -406,6 +406,72 @@ describe("bad input", () => {
   });
 });
 
+describe("bad input on the routes for routers (POST /v1/radixgate/generate)", () => {
+  const sampling = { maxTokens: 4, temperature: 0, stop: [] };
+  const syntax = { prefix: "<call>", alternatePrefixes: [], paramsPrefix: " ", suffix: "</call>", emptyParams: "{}", resultPrefix: "<result>" };
+  const generateCases: { name: string; body: unknown; status: number; code: string; param: RegExp | null }[] = [
+    { name: "no sampling", body: { model: TINY_MODEL, tokens: [1, 2] }, status: 400, code: "invalid_request", param: /sampling/ },
+    { name: "no tokens", body: { model: TINY_MODEL, tokens: [], sampling }, status: 400, code: "invalid_request", param: /tokens/ },
+    {
+      name: "a token outside the vocabulary",
+      body: { model: TINY_MODEL, tokens: [1, 99_999_999], sampling },
+      status: 400,
+      code: "invalid_request",
+      param: /tokens/,
+    },
+    { name: "an unknown field", body: { model: TINY_MODEL, tokens: [1], sampling, extra: 1 }, status: 400, code: "invalid_request", param: null },
+    {
+      name: "a tool-call syntax of the wrong shape",
+      body: {
+        model: TINY_MODEL,
+        tokens: [1],
+        sampling: { ...sampling, toolCalls: { syntax: { prefix: 1 }, functions: [{ name: "f", parameters: {} }], parallel: false } },
+      },
+      status: 400,
+      code: "invalid_request",
+      param: /sampling\.toolCalls/,
+    },
+    {
+      name: "a tool's parameters no grammar can take",
+      body: {
+        model: TINY_MODEL,
+        tokens: [1],
+        sampling: {
+          ...sampling,
+          toolCalls: { syntax, functions: [{ name: "f", parameters: { type: "object", patternProperties: { x: {} } } }], parallel: false },
+        },
+      },
+      status: 400,
+      code: "invalid_request",
+      param: /sampling\.toolCalls\.functions\[0\]\.parameters/,
+    },
+    { name: "an unknown model", body: { model: "nope", tokens: [1], sampling }, status: 404, code: "model_not_found", param: /model/ },
+  ];
+  for (const testCase of generateCases) {
+    it(`refuses ${testCase.name} with ${testCase.status} ${testCase.code}`, async () => {
+      const response = await postRaw(server.baseURL, "/radixgate/generate", JSON.stringify(testCase.body));
+      expect(response.status).toBe(testCase.status);
+      expect(Object.keys(response.json.error!).sort()).toEqual(["code", "message", "param", "type"]);
+      expect(response.json.error!.code).toBe(testCase.code);
+      if (testCase.param) expect(response.json.error!.param).toMatch(testCase.param);
+    });
+  }
+
+  it("runs a valid one and says which worker and slot took it", async () => {
+    const response = await fetch(`${server.baseURL}/radixgate/generate`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: TINY_MODEL, tokens: [1, 2, 3, 4], sampling }),
+    });
+    const events = (await response.text())
+      .split("\n\n")
+      .filter((block) => block.startsWith("data: "))
+      .map((block) => JSON.parse(block.slice(6)) as { type: string; worker?: string; slot?: number; result?: { completionTokens: number } });
+    expect(events[0]).toMatchObject({ type: "started", worker: "w0", slot: 0 });
+    expect(events.at(-1)).toMatchObject({ type: "end", result: { completionTokens: 4 } });
+  });
+});
+
 describe("limits set in config.yml", () => {
   let limited: TestServer;
 

@@ -20,6 +20,27 @@ export const GENERATE_PATH = "/v1/radixgate/generate";
 
 const Anything = Type.Unsafe<Record<string, unknown>>({ type: "object" });
 
+/** How the model writes a tool call (the router read it from the same chat template). */
+const ToolCallSyntaxSchema = Type.Object(
+  {
+    prefix: Type.String(),
+    alternatePrefixes: Type.Array(Type.String()),
+    paramsPrefix: Type.String(),
+    suffix: Type.String(),
+    emptyParams: Type.String(),
+    parallel: Type.Optional(
+      Type.Object({ sectionPrefix: Type.String(), betweenCalls: Type.String(), sectionSuffix: Type.String() }, { additionalProperties: false }),
+    ),
+    resultPrefix: Type.String(),
+  },
+  { additionalProperties: false },
+);
+
+const ToolFunctionSchema = Type.Object(
+  { name: Type.String({ minLength: 1 }), description: Type.Optional(Type.String()), parameters: Anything },
+  { additionalProperties: false },
+);
+
 export const GenerateRequestSchema = Type.Object(
   {
     model: Type.String({ minLength: 1 }),
@@ -37,7 +58,12 @@ export const GenerateRequestSchema = Type.Object(
           Type.Union([Type.Object({ type: Type.Literal("json_object") }), Type.Object({ type: Type.Literal("json_schema"), schema: Anything })]),
         ),
         logprobs: Type.Optional(Type.Integer({ minimum: 0, maximum: 20 })),
-        toolCalls: Type.Optional(Type.Object({ syntax: Anything, functions: Type.Array(Anything), parallel: Type.Boolean() })),
+        toolCalls: Type.Optional(
+          Type.Object(
+            { syntax: ToolCallSyntaxSchema, functions: Type.Array(ToolFunctionSchema, { minItems: 1 }), parallel: Type.Boolean() },
+            { additionalProperties: false },
+          ),
+        ),
       },
       { additionalProperties: false },
     ),
@@ -47,19 +73,26 @@ export const GenerateRequestSchema = Type.Object(
 
 export type GenerateRequest = Static<typeof GenerateRequestSchema>;
 
+function grammarSchemaOf(schema: Record<string, unknown>, param: string): Record<string, unknown> {
+  try {
+    return toGrammarSchema(schema, param);
+  } catch (error) {
+    if (!(error instanceof UnsupportedSchemaError)) throw error;
+    throw new ServingError("invalid_request", `\`${param}\` is not supported: ${error.message}`, param);
+  }
+}
+
 export function generateRoute(app: FastifyInstance, service: CompletionService): void {
   app.post(GENERATE_PATH, { schema: { body: GenerateRequestSchema } }, async (request, reply) => {
     const body = request.body as GenerateRequest;
     const { maxTokens, ...sampling } = body.sampling;
+    // The schemas the worker turns into grammars are checked here as on the OpenAI routes.
     if (sampling.responseFormat?.type === "json_schema") {
-      const param = "sampling.responseFormat.schema";
-      try {
-        sampling.responseFormat = { type: "json_schema", schema: toGrammarSchema(sampling.responseFormat.schema, param) };
-      } catch (error) {
-        if (!(error instanceof UnsupportedSchemaError)) throw error;
-        throw new ServingError("invalid_request", `\`${param}\` is not supported: ${error.message}`, param);
-      }
+      sampling.responseFormat = { type: "json_schema", schema: grammarSchemaOf(sampling.responseFormat.schema, "sampling.responseFormat.schema") };
     }
+    sampling.toolCalls?.functions.forEach((tool, i) => {
+      tool.parameters = grammarSchemaOf(tool.parameters, `sampling.toolCalls.functions[${i}].parameters`);
+    });
     const raw = reply.raw;
     const send = (event: unknown) => {
       if (!raw.writableEnded && !raw.destroyed) raw.write(`data: ${JSON.stringify(event)}\n\n`);
