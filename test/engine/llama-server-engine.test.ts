@@ -4,7 +4,7 @@
 // server then reports it reused), cancel works, the profile feeds the time model, and what
 // the engine cannot do is refused naming the request field.
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResponseFormatError, UnsupportedOnEngineError, WorkerDiedError } from "../../src/engine/host/worker-errors.js";
 import { cachedLlamaServerPath, findLlamaServer } from "../../src/engine/llama-server/binary.js";
@@ -148,6 +148,9 @@ describe("the llama-server engine, its RAM prompt cache off (an exact tree)", ()
     expect(profile.prefill.some((sample) => sample.context > sample.extend)).toBe(true);
     expect(profile.decode.length).toBeGreaterThan(0);
     for (const sample of profile.prefill) expect(sample.ms).toBeGreaterThan(0);
+    // A copy (slot saved and restored) for the smallest and the largest prompt: the time model prices copies from them.
+    expect(profile.copy.map((sample) => sample.tokens)).toEqual([32, 256]);
+    for (const sample of profile.copy) expect(sample.ms).toBeGreaterThan(0);
     const coefficients = TimeModel.fit(profile.prefill, profile.decode, profile.copy);
     expect(new TimeModel(coefficients).prefillMs(256, 256)).toBeGreaterThan(0);
     // The profile leaves its slot empty.
@@ -221,6 +224,44 @@ describe("the llama-server engine with its RAM prompt cache (the default)", () =
     const again = await engine.generate("a again", [...first, ...tokensOf(1103, 20)], greedy(2), { onStarted: (event) => (predicted = event.cachedTokens) });
     expect(predicted).toBe(0);
     expect(again.cachedTokens).toBeGreaterThanOrEqual(first.length);
+  });
+});
+
+describe("prefix copies between llama-server workers of one host", () => {
+  const engines: LlamaServerEngine[] = [];
+
+  beforeAll(async () => {
+    const modelPath = await ensureModel("tiny");
+    const binary = await findLlamaServer(undefined);
+    for (const workerId of ["ls-from", "ls-to"]) {
+      const engine = new LlamaServerEngine(workerInit(modelPath, { workerId, slots: 2, contextSize: 1024 }), { binary, cacheRamMiB: 0 });
+      await engine.start();
+      engines.push(engine);
+    }
+  });
+
+  afterAll(async () => {
+    await Promise.allSettled(engines.map((engine) => engine.close()));
+  });
+
+  it("saves a slot's prefix on one worker and restores it on another, which then reuses it", async () => {
+    const [from, to] = engines as [LlamaServerEngine, LlamaServerEngine];
+    const prefix = tokensOf(41, 150);
+    await from.generate("r", prefix, greedy(2));
+    // Nobody holds this one: nothing to copy.
+    expect(await from.exportPrefix(tokensOf(42, 50))).toBeNull();
+    const exported = await from.exportPrefix(prefix);
+    expect(exported).not.toBeNull();
+    expect(exported!.tokens).toBeGreaterThanOrEqual(150);
+    expect(existsSync(exported!.file)).toBe(true);
+    expect(await to.importState(exported!.file)).toEqual({ tokens: exported!.tokens });
+    // The exported files are gone once taken in.
+    expect(existsSync(exported!.file)).toBe(false);
+    let predicted = -1;
+    const result = await to.generate("r", [...prefix, ...tokensOf(43, 10)], greedy(2), { onStarted: (event) => (predicted = event.cachedTokens) });
+    // The server's own count of reused tokens: the prefix came with the copy.
+    expect(result.cachedTokens).toBeGreaterThanOrEqual(149);
+    expect(predicted).toBe(result.cachedTokens);
   });
 });
 

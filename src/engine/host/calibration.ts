@@ -16,7 +16,7 @@ import type { WorkerEngine } from "./worker-engine.js";
 import type { LoadResult, ProfileOptions, ProfileResult, WorkerInit } from "../wire/protocol.js";
 
 /** Bumped whenever the profile procedure changes, so older cache files are not reused. */
-export const CALIBRATION_VERSION = 1;
+export const CALIBRATION_VERSION = 2;
 
 /** `models/.calibration/` of this checkout (not git-tracked: add it to .gitignore). */
 export const DEFAULT_CALIBRATION_DIR = join(MODELS_DIR, ".calibration");

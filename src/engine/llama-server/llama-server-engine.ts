@@ -11,15 +11,15 @@
 // predicted, never less. `cacheRamMiB: 0` turns that cache off and the prediction is exact.
 // A remote server is exact only while this host is its one client: another client's request
 // in a slot changes what it holds behind the host's back (the usage reported stays true).
-import { mkdir, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { basename, join } from "node:path";
 import { commonPrefixLength } from "../../common/tokens.js";
 import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { ToolCallConstraint } from "../../contract/tools.js";
 import { defaultStateDir } from "../worker/state-store.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
-import type { LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
+import type { ExportResult, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import type { CachePrecision, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { completionBody, readCompletionStream, type CompletionEnd } from "./completion-request.js";
@@ -61,6 +61,8 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
   readonly isolation: Isolation;
   /** Tokens streamed back by the server, counted as they arrive (its own counters move only when a request ends). */
   private decodedTokens = 0;
+  /** Prefix copies exported, naming their files. */
+  private copies = 0;
 
   constructor(
     init: WorkerInit,
@@ -231,13 +233,71 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
     return this.life?.held[slot] ?? [];
   }
 
+  /**
+   * A prefix copy's first half, between llama-server workers of this host: an idle slot that
+   * holds the prefix is saved by llama-server itself (`/slots/N?action=save` into this
+   * worker's slot folder), with the tokens it holds beside it (`<file>.tokens.json`). A
+   * server elsewhere cannot hand its file over: null (the copy then costs only its try).
+   */
+  override async exportPrefix(tokens: readonly number[]): Promise<ExportResult | null> {
+    if (this.options.url !== undefined) return null;
+    const life = this.requireLife();
+    const slot = life.slots.reserveIdle((s) => commonPrefixLength(life.held[s]!, tokens) === tokens.length && tokens.length > 0);
+    if (slot === undefined) return null;
+    try {
+      const held = [...life.held[slot]!];
+      const name = `export-${this.id}-${++this.copies}.bin`;
+      const saved = (await jsonOf(`${life.server.baseURL}/slots/${slot}?action=save`, "POST", { filename: name })) as { n_written?: number };
+      const file = join(this.slotDir, name);
+      await writeFile(`${file}.tokens.json`, JSON.stringify(held));
+      return { file, tokens: held.length, bytes: saved.n_written ?? 0 };
+    } finally {
+      life.slots.release(slot);
+    }
+  }
+
+  /**
+   * The copy's second half: the file goes into this worker's slot folder and llama-server
+   * restores it into the least recently used idle slot, which then holds its tokens (the local
+   * scheduler finds them for the request that asked for the copy). The exported files are
+   * removed either way. Fails without an idle slot, or from a server elsewhere.
+   */
+  override async importState(file: string): Promise<ImportResult> {
+    const life = this.requireLife();
+    try {
+      if (this.options.url !== undefined) throw new WorkerTaskError(`worker ${this.id} (a llama-server elsewhere) cannot take in a file from this host`);
+      const tokens = JSON.parse(await readFile(`${file}.tokens.json`, "utf8")) as number[];
+      const idle = life.held.map((_, s) => s).filter((s) => !life.slots.isBusy(s));
+      const lru = idle.sort((a, b) => life.slots.lastUsedMs(a) - life.slots.lastUsedMs(b))[0];
+      const slot = lru === undefined ? undefined : life.slots.reserveIdle((s) => s === lru);
+      if (slot === undefined) throw new WorkerTaskError(`worker ${this.id}: no idle slot to take the copy in`);
+      const name = `import-${basename(file)}`;
+      try {
+        await copyFile(file, join(this.slotDir, name));
+        // Until it is restored the slot's old content is no longer certain.
+        life.held[slot] = [];
+        await jsonOf(`${life.server.baseURL}/slots/${slot}?action=restore`, "POST", { filename: name });
+        life.held[slot] = tokens;
+        return { tokens: tokens.length };
+      } finally {
+        await rm(join(this.slotDir, name), { force: true });
+        life.slots.release(slot);
+      }
+    } finally {
+      await rm(file, { force: true });
+      await rm(`${file}.tokens.json`, { force: true });
+    }
+  }
+
   async profile(options: ProfileOptions = {}): Promise<ProfileResult> {
     const life = this.requireLife();
     const slot = life.slots.reserveIdle(() => true);
     if (slot === undefined) throw new WorkerTaskError(`worker ${this.id}: no idle slot to profile in`);
     try {
       const result = await profileOverHttp(life.server.baseURL, slot, this.loadResult!.contextSize, options);
-      return { workerId: this.id, slot, otherBusySlots: life.slots.busyCount - 1, stateDir: this.slotDir, copy: [], ...result };
+      // A server elsewhere takes no copies from this host (exportPrefix/importState): its copies are priced as recomputes.
+      const copy = this.options.url !== undefined ? [] : result.copy;
+      return { workerId: this.id, slot, otherBusySlots: life.slots.busyCount - 1, stateDir: this.slotDir, ...result, copy };
     } finally {
       life.held[slot] = [];
       life.slots.release(slot);

@@ -1,8 +1,11 @@
 // The start-up calibration of a llama-server worker, through its HTTP API: the same samples
 // the node-llama-cpp worker takes (worker/profile.ts), timed by llama-server itself (its
 // `timings`): cold prefills of a few lengths in one slot, prefills on top of the largest
-// cached prompt, and decoding. No copy samples: this engine makes no prefix copies.
-import type { DecodeSample, PrefillSample } from "../../scheduler/time-model.js";
+// cached prompt, and decoding; then, where the server keeps slot files (--slot-save-path),
+// what a prefix copy costs: a slot saved and restored, timed here, for the smallest and the
+// largest prompt. A server without slot files gives no copy samples, and the time model then
+// prices a copy as a recompute (the policy never prefers one).
+import type { CopySample, DecodeSample, PrefillSample } from "../../scheduler/time-model.js";
 import type { ProfileOptions, ProfileResult } from "../wire/protocol.js";
 import { profileSizes, repeatsOf, WARM_EXTENDS } from "../wire/profile-plan.js";
 import { jsonOf } from "../remote/http-client.js";
@@ -18,7 +21,7 @@ export async function profileOverHttp(
   slot: number,
   contextSize: number,
   options: ProfileOptions = {},
-): Promise<Pick<ProfileResult, "prefill" | "decode" | "totalMs">> {
+): Promise<Pick<ProfileResult, "prefill" | "decode" | "copy" | "totalMs">> {
   const started = performance.now();
   const decodeTokens = Math.max(0, Math.floor(options.decodeTokens ?? 16));
   const sizes = profileSizes(options.sizes, contextSize, decodeTokens);
@@ -46,6 +49,7 @@ export async function profileOverHttp(
   };
   const prefill: PrefillSample[] = [];
   const decode: DecodeSample[] = [];
+  const copy: (CopySample & { bytes: number })[] = [];
   try {
     await erase();
     await run(random(Math.min(8, sizes[0]!)), Math.min(2, decodeTokens));
@@ -73,10 +77,20 @@ export async function profileOverHttp(
       }
       prefill.push({ extend, context: largest + extend, ms: best });
     }
+    // A copy: save the slot's state to a file and load it back (what an export and an import do).
+    for (const n of [...new Set([sizes[0]!, largest])]) {
+      await erase();
+      await run(random(n), 1);
+      const copyStarted = performance.now();
+      const saved = await post(baseURL, `/slots/${slot}?action=save`, { filename: "profile-copy.bin" }).catch(() => undefined);
+      if (saved === undefined) break;
+      await post(baseURL, `/slots/${slot}?action=restore`, { filename: "profile-copy.bin" });
+      copy.push({ tokens: n, ms: performance.now() - copyStarted, bytes: (saved as { n_written?: number }).n_written ?? 0 });
+    }
   } finally {
     await erase();
   }
-  return { prefill, decode, totalMs: performance.now() - started };
+  return { prefill, decode, copy, totalMs: performance.now() - started };
 }
 
 const post = (baseURL: string, path: string, body: unknown) => jsonOf(`${baseURL}${path}`, "POST", body);

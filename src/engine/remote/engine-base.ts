@@ -82,11 +82,11 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
   }
 
   /** Prefix copies to or from it are not made: the policy's copy then costs only its try. */
-  async exportPrefix(): Promise<ExportResult | null> {
+  async exportPrefix(_tokens: readonly number[]): Promise<ExportResult | null> {
     return null;
   }
 
-  async importState(): Promise<ImportResult> {
+  async importState(_file: string): Promise<ImportResult> {
     throw new WorkerTaskError(`worker ${this.id} (${this.label}) does not take in state files`);
   }
 
