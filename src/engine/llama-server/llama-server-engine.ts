@@ -68,17 +68,12 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
     init: WorkerInit,
     private readonly options: LlamaServerEngineOptions,
   ) {
-    super(init, "llama-server engine");
+    super(init, "llama-server engine", options.url !== undefined ? { url: options.url } : {});
     this.isolation = options.url !== undefined ? "remote" : "process";
   }
 
   get pid(): number | undefined {
     return this.life?.server.pid;
-  }
-
-  /** The remote server's URL; undefined when this host starts the server. */
-  get url(): string | undefined {
-    return this.options.url;
   }
 
   get precision(): CachePrecision {

@@ -16,7 +16,7 @@ import { EngineRefusalError, UnsupportedOnEngineError, WorkerDiedError, WorkerTa
 import type { CachePrecision, CacheReports, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { send, sseEvents, textOf } from "../remote/http-client.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
-import { bearer, HttpEngineBase, openConnection, type SlottedLife, statsOfSlots } from "../remote/engine-base.js";
+import { HttpEngineBase, openConnection, type SlottedLife, statsOfSlots } from "../remote/engine-base.js";
 import { refusalOf } from "../remote/refusal.js";
 
 export interface OpenAIEngineOptions {
@@ -56,15 +56,7 @@ export class OpenAIEngine extends HttpEngineBase<Life> implements WorkerEngine {
     init: WorkerInit,
     private readonly options: OpenAIEngineOptions,
   ) {
-    super(init, "an OpenAI-compatible server");
-  }
-
-  get url(): string {
-    return this.options.url;
-  }
-
-  private get headers(): Record<string, string> {
-    return bearer(this.options.apiKey);
+    super(init, "an OpenAI-compatible server", options);
   }
 
   async start(): Promise<LoadResult> {

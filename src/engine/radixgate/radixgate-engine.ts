@@ -20,7 +20,7 @@ import type { CachePrecision, CacheReports, GenerateHooks, Isolation, WorkerEngi
 import { send, sseEvents, textOf } from "../remote/http-client.js";
 import { refusalOf } from "../remote/refusal.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
-import { bearer, HttpEngineBase, openConnection } from "../remote/engine-base.js";
+import { HttpEngineBase, openConnection } from "../remote/engine-base.js";
 import { HostMirror, hostEvents, layoutOf, type HostEvent, type HostWorkerSnapshot } from "./host-events.js";
 
 /** No byte on the event stream for this long (the host sends one every 2 s): the host is lost. */
@@ -66,15 +66,7 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
     init: WorkerInit,
     private readonly options: RadixgateEngineOptions,
   ) {
-    super(init, "a Radixgate host");
-  }
-
-  get url(): string {
-    return this.options.url;
-  }
-
-  private get headers(): Record<string, string> {
-    return bearer(this.options.apiKey);
+    super(init, "a Radixgate host", options);
   }
 
   async start(): Promise<LoadResult> {

@@ -41,10 +41,22 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
     readonly init: WorkerInit,
     /** What it is, for messages: "llama-server engine", "a Radixgate host". */
     private readonly label: string,
+    /** A server elsewhere: where, and the key it wants (none for a server this host starts). */
+    private readonly remote: { url?: string; apiKey?: string } = {},
   ) {}
 
   get id(): string {
     return this.init.workerId;
+  }
+
+  /** A remote server's base URL; undefined for one this host starts. */
+  get url(): string | undefined {
+    return this.remote.url;
+  }
+
+  /** What every request to it carries: its key, when it wants one. */
+  protected get headers(): Record<string, string> {
+    return bearer(this.remote.apiKey);
   }
 
   get info(): LoadResult | undefined {
