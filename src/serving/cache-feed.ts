@@ -124,13 +124,14 @@ export class CacheFeed {
     };
   }
 
+  /** Runs on every slot report of the scheduler (each request start): with nobody following the model, it only keeps the mirror. */
   private setSlot(worker: WorkerMirror, slot: number, tokens: TokenIds): void {
     const before = worker.slots[slot]!;
-    if (before === tokens) return;
+    worker.slots[slot] = tokens;
+    if (before === tokens || !this.listeners.get(worker.modelId)?.size) return;
     const keep = commonPrefixLength(before, tokens);
     if (keep === before.length && keep === tokens.length) return;
-    worker.slots[slot] = tokens;
-    this.emit(worker.modelId, { type: "slot", worker: worker.id, slot, keep, append: Array.from(tokens.slice(keep)) });
+    this.emit(worker.modelId, { type: "slot", worker: worker.id, slot, keep, append: tokens.slice(keep) });
   }
 
   private sendLoad(): void {

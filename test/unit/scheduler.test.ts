@@ -416,3 +416,34 @@ describe("RecentMedian", () => {
     expect(median.median()).toBe(4);
   });
 });
+
+describe("load reported by a worker that other routers share, and a worker held out", () => {
+  it("counts the requests beyond this scheduler's own as load: least-load goes elsewhere, and a full queue refuses", () => {
+    const { scheduler } = harness("least-load", ["w0", "w1"], { slots: 1 });
+    // w0 reports 5 requests of other routers; this scheduler has none anywhere.
+    scheduler.reportLoad("w0", 5);
+    expect(scheduler.views().find((view) => view.id === "w0")!.inFlight).toBe(5);
+    expect(scheduler.place(single(1))!.workerId).toBe("w1");
+    // Its own requests are not counted twice: a report of what it placed itself adds nothing.
+    scheduler.reportLoad("w1", 1);
+    expect(scheduler.views().find((view) => view.id === "w1")!.inFlight).toBe(1);
+    // Beyond its slots and queue, a worker takes nothing more, whoever filled it.
+    const tight = new GlobalScheduler(createPolicy("least-load"), { now: () => 0, maxQueuePerWorker: 2 });
+    tight.addWorker({ id: "w0", modelId: "m", slots: 1, capacityTokens: 1_000_000, timeModel: new TimeModel(COEFFICIENTS) });
+    tight.reportLoad("w0", 3);
+    expect(tight.place(single(2))).toBeUndefined();
+    expect(tight.allQueuesFull("m")).toBe(true);
+  });
+
+  it("never places on a held worker and keeps its cache in the tree", () => {
+    const { scheduler, serve } = harness("preble");
+    const prompt = single(7, 200);
+    const holder = serve(prompt)!;
+    scheduler.setHeld(holder, true);
+    const other = holder === "w0" ? "w1" : "w0";
+    for (let i = 0; i < 3; i++) expect(scheduler.place({ ...prompt, tokens: [...prompt.tokens, 1, 2, i] })!.workerId).toBe(other);
+    expect(scheduler.tree("m")!.cachedTokens(holder)).toBeGreaterThanOrEqual(200);
+    scheduler.setHeld(holder, false);
+    expect(scheduler.place({ ...prompt, tokens: [...prompt.tokens, 9] })!.workerId).toBe(holder);
+  });
+});

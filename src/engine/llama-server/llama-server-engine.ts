@@ -189,13 +189,8 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
         }
       });
     } catch (error) {
-      if (error instanceof ResponseFormatError || error instanceof WorkerTaskError) throw error;
-      if (abort.signal.reason instanceof WorkerDiedError) throw abort.signal.reason;
-      if (!abort.signal.aborted) {
-        // A dropped connection is a death when the server is gone.
-        if ((await life.server.confirmLost()) || life.dead) throw new WorkerDiedError(`${this.id}: ${await life.server.exited}`);
-        throw new WorkerTaskError(`llama-server request failed: ${(error as Error).message}`);
-      }
+      const failure = await this.connectionFailure(error, life, abort, "llama-server request failed");
+      if (failure) throw failure;
     } finally {
       release();
       // What the slot holds now: the prompt and what was generated but the last token (sampled,

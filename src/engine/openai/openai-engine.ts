@@ -12,7 +12,7 @@ import type { FinishReason, GenerationResult } from "../../contract/generation.j
 import type { SamplingParams } from "../../contract/sampling.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
 import type { LoadResult, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
-import { EngineRefusalError, UnsupportedOnEngineError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
+import { UnsupportedOnEngineError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import type { CachePrecision, CacheReports, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { send, sseEvents, textOf } from "../remote/http-client.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
@@ -179,12 +179,8 @@ export class OpenAIEngine extends HttpEngineBase<Life> implements WorkerEngine {
       }
       if (finish === undefined) throw new Error("the stream ended without a finish reason");
     } catch (error) {
-      if (error instanceof EngineRefusalError || error instanceof WorkerTaskError) throw error;
-      if (abort.signal.reason instanceof WorkerDiedError) throw abort.signal.reason;
-      if (!abort.signal.aborted) {
-        if ((await life.server.confirmLost()) || life.dead) throw new WorkerDiedError(`${this.id}: ${await life.died}`);
-        throw new WorkerTaskError(`request to the OpenAI-compatible server at ${life.server.baseURL} failed: ${(error as Error).message}`);
-      }
+      const failure = await this.connectionFailure(error, life, abort, `request to the OpenAI-compatible server at ${life.server.baseURL} failed`);
+      if (failure) throw failure;
     } finally {
       release();
       // What the server most likely holds for this slot now: the prompt it read (unknown after a

@@ -15,18 +15,16 @@ import type { SamplingParams } from "../../contract/sampling.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
 import type { LoadResult, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
-import { EngineRefusalError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
+import { WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import type { CachePrecision, CacheReports, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { send, sseEvents, textOf } from "../remote/http-client.js";
 import { refusalOf } from "../remote/refusal.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
-import { HttpEngineBase, openConnection } from "../remote/engine-base.js";
+import { type EngineLife, HttpEngineBase, openConnection } from "../remote/engine-base.js";
 import { HostMirror, hostEvents, layoutOf, type HostEvent, type HostWorkerSnapshot } from "./host-events.js";
 
 /** No byte on the event stream for this long (the host sends one every 2 s): the host is lost. */
 const EVENT_SILENCE_MS = 6000;
-/** How long the start waits for the stream's snapshot. */
-const SNAPSHOT_TIMEOUT_MS = 10_000;
 
 export interface RadixgateEngineOptions {
   url: string;
@@ -37,14 +35,11 @@ export interface RadixgateEngineOptions {
   watch?: RemoteWatch;
 }
 
-interface Life {
+interface Life extends EngineLife {
   server: RemoteHost;
   mirror: HostMirror;
   /** Ends the event stream. */
   stop: AbortController;
-  died: Promise<string>;
-  dead: boolean;
-  running: Set<AbortController>;
 }
 
 type GenerateEvent =
@@ -75,7 +70,8 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
     const stop = new AbortController();
     try {
       const events = hostEvents(server.baseURL, this.options.model, EVENT_SILENCE_MS, stop.signal, this.headers);
-      const first = await withTimeout(events.next(), SNAPSHOT_TIMEOUT_MS, `no snapshot from ${server.baseURL}'s event stream in ${SNAPSHOT_TIMEOUT_MS} ms`);
+      // The connection's silence bound (EVENT_SILENCE_MS) also bounds the wait for the snapshot.
+      const first = await events.next();
       const snapshot = first.value as HostEvent | undefined;
       if (snapshot?.type !== "snapshot") throw new Error(`${server.baseURL}'s event stream did not start with a snapshot`);
       const layout = layoutOf(snapshot);
@@ -88,14 +84,10 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
       }
       const mirror = new HostMirror(layout, snapshot);
       this.calibration = snapshot.workers.find((worker) => worker.calibration !== undefined)?.calibration;
-      const life: Life = { server, mirror, stop, dead: false, running: new Set(), died: undefined as unknown as Promise<string> };
-      const streamLost = this.follow(events, mirror);
-      life.died = Promise.race([server.exited, streamLost]).then((reason) => {
-        life.dead = true;
+      const life: Life = { server, mirror, stop, dead: false, running: new Set(), died: Promise.resolve("") };
+      this.watchLoss(life, Promise.race([server.exited, this.follow(events, mirror)]), () => {
         stop.abort();
         void server.close();
-        for (const connection of life.running) connection.abort(new WorkerDiedError(`${this.id}: ${reason}`));
-        return this.closing ? new Promise<string>(() => undefined) : reason;
       });
       this.life = life;
       if (this.reports) mirror.listen(this.reports);
@@ -188,14 +180,14 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
       }
       throw new Error("the host closed the generation's stream before its end");
     } catch (error) {
-      if (error instanceof EngineRefusalError || error instanceof WorkerTaskError) throw error;
-      if (abort.signal.reason instanceof WorkerDiedError) throw abort.signal.reason;
-      if (abort.signal.aborted) return this.count(cancelledInQueue(tokens.length, performance.now() - queuedAt));
-      // A dropped connection is a death when the host is gone.
-      if ((await life.server.confirmLost()) || life.dead) throw new WorkerDiedError(`${this.id}: ${await life.died}`);
-      throw new WorkerTaskError(
-        `request to the Radixgate host at ${life.server.baseURL} failed${started ? " after it started" : ""}: ${(error as Error).message}`,
+      const failure = await this.connectionFailure(
+        error,
+        life,
+        abort,
+        `request to the Radixgate host at ${life.server.baseURL} failed${started ? " after it started" : ""}`,
       );
+      if (failure) throw failure;
+      return this.count(cancelledInQueue(tokens.length, performance.now() - queuedAt));
     } finally {
       release();
       this.ended();
@@ -243,11 +235,4 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
     this.life?.stop.abort();
     await this.life?.server.close();
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
 }

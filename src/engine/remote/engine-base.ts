@@ -6,24 +6,26 @@ import type { FinishReason, GenerationResult } from "../../contract/generation.j
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import type { EngineEndpoint } from "./endpoint.js";
 import type { ExportResult, ImportResult, LoadResult, SlotReport, WorkerInit, WorkerStats } from "../wire/protocol.js";
-import { WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
+import { EngineRefusalError, ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
 
 /** One run of the engine: where its requests go, and when it was lost. */
 export interface EngineLife {
-  server: { kill(): void };
+  server: EngineEndpoint;
+  /** Resolves with why it was lost; never after close() (watchLoss sets it). */
   died: Promise<string>;
+  dead: boolean;
+  /** Why it was lost, once it was. */
+  lostReason?: string;
+  /** The connections of its running generations: closed when it is lost (a silent network never closes them). */
+  running: Set<AbortController>;
 }
 
 /** A run of an engine whose slots this host schedules itself (llama-server, OpenAI servers). */
 export interface SlottedLife extends EngineLife {
-  server: EngineEndpoint;
   slots: LocalScheduler;
   /** What each slot holds as far as this host sent it. */
   held: number[][];
-  dead: boolean;
-  /** The connections of its running generations: closed when it is lost (a silent network never closes them). */
-  running: Set<AbortController>;
 }
 
 export abstract class HttpEngineBase<Life extends EngineLife> {
@@ -119,13 +121,39 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
       running: new Set(),
       died: Promise.resolve(""),
     };
-    life.died = server.exited.then((reason) => {
-      life.dead = true;
-      for (const connection of life.running) connection.abort(new WorkerDiedError(`${this.id}: ${reason}`));
+    this.watchLoss(life, server.exited, () => {
       for (const waiting of this.waitingIds) life.slots.cancel(waiting);
-      return this.closing ? new Promise<string>(() => undefined) : reason;
     });
     return life;
+  }
+
+  /**
+   * `life` is lost when `lost` resolves: it is dead from then on, its running connections are
+   * closed with a WorkerDiedError, `alsoFail` fails what else waits on it, and `died` resolves
+   * with why (never once the engine is closing: a close is not a death).
+   */
+  protected watchLoss(life: EngineLife, lost: Promise<string>, alsoFail: () => void = () => undefined): void {
+    life.died = lost.then((reason) => {
+      life.dead = true;
+      life.lostReason = reason;
+      for (const connection of life.running) connection.abort(new WorkerDiedError(`${this.id}: ${reason}`));
+      alsoFail();
+      return this.closing ? new Promise<string>(() => undefined) : reason;
+    });
+  }
+
+  /**
+   * What a generation whose connection failed throws: the engine's own typed errors as they
+   * are; a WorkerDiedError when the run was lost under it, or when the server turns out gone
+   * (`confirmLost`: a dropped connection is a death only then); else a WorkerTaskError saying
+   * `what` failed. undefined when the client cancelled it (the caller answers "cancelled").
+   */
+  protected async connectionFailure(error: unknown, life: EngineLife, abort: AbortController, what: string): Promise<Error | undefined> {
+    if (error instanceof WorkerTaskError || error instanceof EngineRefusalError || error instanceof ResponseFormatError) return error;
+    if (abort.signal.reason instanceof WorkerDiedError) return abort.signal.reason;
+    if (abort.signal.aborted) return undefined;
+    if ((await life.server.confirmLost()) || life.dead) return new WorkerDiedError(`${this.id}: ${life.lostReason ?? "its server stopped answering"}`);
+    return new WorkerTaskError(`${what}: ${(error as Error).message}`);
   }
 
   /**
