@@ -22,6 +22,15 @@ export interface CapacityEntry {
   probes: number;
   /** Requests too long for any slot, refused at every load (not counted against the SLO). */
   refused: number;
+  /** The arm at the capacity: its routers, the decisions each made per simulated second, the wall time of one decision here, its copies. */
+  atCapacity?: {
+    routers: number;
+    decisionsPerRouterPerS: number;
+    decisionWallUs: number;
+    copiesWithin: number;
+    copiesAcross: number;
+    linkQueuedMs: number;
+  };
 }
 
 export interface LatencyEntry {
@@ -60,13 +69,16 @@ export async function capacityAtSlo(
     const slo = sloTtftP99Ms(r0PerS, fleet.workers);
     const loads = new Map<string, number>();
     for (const policy of policies) {
+      const probeArms = new Map<number, ArmRecord>();
       const found = await findCapacity(
         async (load) => {
-          const { summary } = await runArm(fleet, load, policy);
-          return { ttftP99Ms: summary.ttftMs.p99, refused: summary.refused };
+          const arm = await runArm(fleet, load, policy);
+          probeArms.set(load, arm);
+          return { ttftP99Ms: arm.summary.ttftMs.p99, refused: arm.summary.refused };
         },
         { ...CAPACITY_DEFAULTS, sloTtftP99Ms: slo },
       );
+      const atCapacity = probeArms.get(found.load);
       loads.set(policy, found.load);
       report.capacity.push({
         workload: fleet.name,
@@ -78,6 +90,7 @@ export async function capacityAtSlo(
         load: found.load,
         probes: found.probes.length,
         refused: found.probes[0]?.refused ?? 0,
+        ...(atCapacity?.decisions && atCapacity.network ? { atCapacity: atCapacityOf(atCapacity) } : {}),
       });
       onCapacity();
     }
@@ -104,6 +117,20 @@ export async function capacityAtSlo(
     }
   }
   return report;
+}
+
+/** What the arm at a fleet's capacity says of its routers and copies (multi-machine fleets). */
+function atCapacityOf(arm: ArmRecord): NonNullable<CapacityEntry["atCapacity"]> {
+  const decisions = arm.decisions!;
+  const network = arm.network!;
+  return {
+    routers: network.routers,
+    decisionsPerRouterPerS: decisions.count / network.routers / Math.max(1e-9, arm.summary.makespanS),
+    decisionWallUs: (decisions.wallMs * 1000) / Math.max(1, decisions.count),
+    copiesWithin: network.copiesWithin,
+    copiesAcross: network.copiesAcross,
+    linkQueuedMs: network.queuedMs,
+  };
 }
 
 const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
@@ -171,6 +198,25 @@ export function capacitySection(capacity: readonly CapacityEntry[], latency: rea
         return entry ? `${fmt(entry.ttftMeanMs)} / ${fmt(entry.ttftP99Ms)}` : "-";
       });
       lines.push(`| ${fleet.workload} | ${fleet.card} x ${fleet.workers} | ${fraction} | ${cells.join(" | ")} |`);
+    }
+  }
+  const routed = capacity.filter((entry) => entry.atCapacity);
+  if (routed.length > 0) {
+    lines.push(
+      "",
+      "### The routers at capacity (more than one machine)",
+      "",
+      "At each policy's capacity: the placement decisions each router made per second of simulated time (the clients' requests split evenly between the routers, 429 retries included), the wall time of one decision on this machine (the real GlobalScheduler's place() with the policy, timed inside the simulation: the scheduler alone, without HTTP), the decisions per second one core makes at that speed, and the headroom (what one core makes / what one router needs). Copies are those the arm made, within one machine and between two; link waits are the time transfers waited for a busy link.",
+      "",
+      "| workload | GPUs | policy | capacity req/s | routers | decisions/s per router needed | us per decision | decisions/s one core | headroom | copies within / across | link waits |",
+      "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    );
+    for (const entry of routed) {
+      const at = entry.atCapacity!;
+      const perCore = 1e6 / at.decisionWallUs;
+      lines.push(
+        `| ${entry.workload} | ${entry.workers} | ${entry.policy} | ${fmt(entry.ratePerS, 1)} | ${at.routers} | ${fmt(at.decisionsPerRouterPerS, 1)} | ${fmt(at.decisionWallUs, 1)} | ${fmt(perCore)} | ${fmt(perCore / at.decisionsPerRouterPerS)}x | ${fmt(at.copiesWithin)} / ${fmt(at.copiesAcross)} | ${fmt(at.linkQueuedMs)} ms |`,
+      );
     }
   }
   lines.push("");

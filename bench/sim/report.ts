@@ -3,7 +3,8 @@
 // latency vs load, one line per policy, log scale).
 import { type CapacityEntry, capacitySection, type LatencyEntry } from "./capacity-run.js";
 import { gpuCard, GPU_NAMES, kvTokensOf } from "./hardware.js";
-import type { WorkerSpec } from "./simulator.js";
+import type { NetworkSpec } from "./network.js";
+import type { SimResult, WorkerSpec } from "./simulator.js";
 import type { ArmSummary } from "./metrics.js";
 
 export interface ArmRecord {
@@ -18,12 +19,18 @@ export interface ArmRecord {
   policy: string;
   summary: ArmSummary;
   wallS: number;
+  /** Placement decisions (every router's) and their wall time on this machine. */
+  decisions?: SimResult["decisions"];
+  /** More than one machine (--hosts): copies within and across machines, bytes over the links. */
+  network?: SimResult["network"];
   /** Per-request cached fractions, in request order (only with --per-request). */
   cachedFractions?: number[];
 }
 
 export interface SimReport {
   benchmark: "sim";
+  /** The results' file stem (--name); its charts are named after it. Default sim. */
+  name?: string;
   date: string;
   machine: string;
   node: string;
@@ -31,7 +38,17 @@ export interface SimReport {
   command: string;
   seed: number;
   salt: number;
-  settings: { workloads: string[]; gpus: string[]; workers: number[]; policies: string[]; loads: number[]; sizes: Record<string, number> };
+  settings: {
+    workloads: string[];
+    gpus: string[];
+    workers: number[];
+    policies: string[];
+    loads: number[];
+    sizes: Record<string, number>;
+    /** More than one machine: machines per fleet and the network (without the card's KV bytes per token). */
+    hosts?: number[];
+    network?: Omit<NetworkSpec, "kvBytesPerToken">;
+  };
   hardware: Record<string, WorkerSpec>;
   workloads: Record<string, { describe: string; requests: number; kind: string }>;
   arms: ArmRecord[];
@@ -65,8 +82,9 @@ function fleetKey(arm: { workload: string; gpu: string; workers: number }): stri
   return `${arm.workload}|${arm.gpu}|${arm.workers}`;
 }
 
-export function chartFile(workload: string, gpu: string, workers: number): string {
-  return `sim.${workload}-${gpu}-${workers}w.svg`;
+/** A fleet's chart beside the report of stem `name` (run.ts's --name, default sim). */
+export function chartFile(name: string, workload: string, gpu: string, workers: number): string {
+  return `${name}.${workload}-${gpu}-${workers}w.svg`;
 }
 
 /** Headline ratios (preble vs roundrobin and cache-aware) for every workload, fleet and load where all three ran. */
@@ -179,6 +197,20 @@ export function markdown(report: SimReport): string {
       "**Idealised** cards are NOT the worker Radixgate runs: every slot draws on one shared KV pool (as in SGLang or vLLM; idle slots' contents evicted LRU when cells run short), with no per-slot limit and no state store. Their arms show what the same placements would do on such a worker.",
     );
   }
+  const network = report.settings.network;
+  if (network && report.settings.hosts) {
+    lines.push(
+      "",
+      "## More than one machine",
+      "",
+      `Each fleet is ${report.settings.hosts.map((hosts) => `${hosts}`).join(", ")} machines x ${network.gpusPerHost} GPUs, one engine per GPU (a Radixgate host with one worker), behind ${network.routers} routers on machines of their own; the clients' requests go to the routers in turn. ` +
+        `Network: ${network.latencyMs} ms one-way between any two machines, ${network.bandwidthGbps} Gb/s per machine's link (one transfer at a time per link), the engines' slot events and every ${network.loadEveryMs} ms their request counts reach every router a hop later. ` +
+        `A request crosses to its engine (its token ids, 7 bytes a token), its answers come back a hop later, and its latencies are measured at the router. ` +
+        (network.hostCopies
+          ? "Prefix copies a policy asks for cost the card's save + load, and between machines also a hop and the KV bytes over the link; the routers price every copy as one between machines. The real routers do not copy between remote engines yet: these copies are on paper (bench/sim/network.ts)."
+          : "Routers copy no prefix between engines (as the real routers do with remote engines)."),
+    );
+  }
   lines.push("", "## Workloads", "");
   for (const [name, w] of Object.entries(report.workloads))
     lines.push(`- **${name}** (${w.requests} requests built${w.kind === "burst" ? ", cut per load" : ""}): ${w.describe}.`);
@@ -218,7 +250,7 @@ export function markdown(report: SimReport): string {
       "",
       `## ${first.workload} on ${first.workers} x ${first.gpu}`,
       "",
-      `r0 = ${fmt(first.r0PerS, 2)} requests/s. ![mean latency vs load](${chartFile(first.workload, first.gpu, first.workers)})`,
+      `r0 = ${fmt(first.r0PerS, 2)} requests/s. ![mean latency vs load](${chartFile(report.name ?? "sim", first.workload, first.gpu, first.workers)})`,
       "",
       "| load | rate /s | policy | n | TTFT mean / p50 / p99 | E2E mean / p50 / p99 | req/s | out tok/s | cached mean (p50) | >= half cached | util mean | busy / placed / prefill max:mean | decisions |",
       "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",

@@ -5,6 +5,7 @@
 //     [--time-model FILE] [--policies preble,cache-aware,roundrobin,shape] [--loads 0.25,0.5,0.75,1]
 //     [--seed 1] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N]
 //     [--capacity-tokens N] [--out DIR] [--per-request]
+//     [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]]
 //
 // Defaults: ToolBench-Zipf and Mooncake on 4 A6000 workers as Radixgate runs them (KV cells per
 // slot, 32768-token slots, as many as the card's KV holds, the state store with config.yml's
@@ -18,8 +19,12 @@
 // Card overrides: `--context-size` tokens per slot (GPU and cpu cards; on a GPU card the slots
 // follow from the KV), `--slots` (more than the KV holds is an error), `--spill-bytes` the
 // state store's host memory per worker (GPU cards; 0 = none), `--capacity-tokens` the shared
-// pool (idealised cards only). Writes DIR/sim.json, DIR/sim.md and
-// DIR/sim.<workload>-<gpu>-<N>w.svg (DIR: bench/results). A progress line per arm on stderr.
+// pool (idealised cards only). Writes DIR/NAME.json, DIR/NAME.md and
+// DIR/NAME.<workload>-<gpu>-<N>w.svg (DIR: bench/results, NAME: --name, default sim). A progress line per arm on stderr.
+// `--hosts`: more than one machine (bench/sim/network.ts): each fleet is hosts x gpus-per-host
+// engines (instead of --workers) behind --routers routers, with the network's one-way latency
+// and each machine's link bandwidth; --no-host-copies: routers never copy prefixes between
+// engines (as the real routers do with remote engines today). GPU cards only.
 import { gitCommit } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -28,7 +33,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
 import { terminalProgress } from "../../src/cli/progress.js";
-import { cpuSpec, DEFAULT_GPU, GPU_NAMES, gpuSpec, readTimeModelFile } from "./hardware.js";
+import { cpuSpec, DEFAULT_GPU, GPU_NAMES, gpuCard, gpuSpec, readTimeModelFile } from "./hardware.js";
+import { NETWORK_DEFAULTS, type NetworkSpec } from "./network.js";
 import { type CapacityReport, capacityAtSlo } from "./capacity-run.js";
 import { summarize } from "./metrics.js";
 import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
@@ -55,9 +61,12 @@ interface Args {
   capacity: boolean;
   /** File stem of the results: DIR/<name>.json, .md. */
   name: string;
+  /** With --hosts: machines per fleet and the network between them (the card's KV bytes per token come with the card). */
+  hosts: number[] | undefined;
+  network: Omit<NetworkSpec, "kvBytesPerToken">;
 }
 
-const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity] [--name sim] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
+const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity] [--name sim] [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
 
 function parseArgs(argv: readonly string[]): Args {
   const known = new Set([
@@ -76,13 +85,20 @@ function parseArgs(argv: readonly string[]): Args {
     "--capacity-tokens",
     "--out",
     "--name",
+    "--hosts",
+    "--gpus-per-host",
+    "--routers",
+    "--latency-ms",
+    "--bandwidth-gbps",
   ]);
   const values = new Map<string, string>();
   let perRequest = false;
   let capacity = false;
+  let hostCopies = NETWORK_DEFAULTS.hostCopies;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     if (flag === "--per-request") perRequest = true;
+    else if (flag === "--no-host-copies") hostCopies = false;
     else if (flag === "--capacity") capacity = true;
     else if (flag === "--help" || flag === "-h") {
       console.log(USAGE);
@@ -116,6 +132,12 @@ function parseArgs(argv: readonly string[]): Args {
   const spillBytes = spillRaw === undefined ? undefined : Number(spillRaw);
   if (spillBytes !== undefined && !(Number.isSafeInteger(spillBytes) && spillBytes >= 0))
     throw new Error(`--spill-bytes needs a non-negative integer, got ${spillRaw}`);
+  const networkFlags = ["--gpus-per-host", "--routers", "--latency-ms", "--bandwidth-gbps"];
+  if (!values.has("--hosts") && (!hostCopies || networkFlags.some((flag) => values.has(flag))))
+    throw new Error(`${[...networkFlags, "--no-host-copies"].join(", ")} describe the machines of --hosts; give --hosts too`);
+  if (values.has("--hosts") && values.has("--workers")) throw new Error("--hosts sets each fleet's engines (hosts x --gpus-per-host); leave --workers out");
+  if (values.has("--hosts") && gpus.includes("cpu")) throw new Error("--hosts simulates GPU machines; --gpu cpu is one box");
+  const number = (flag: string, fallback: number, integer: boolean) => (values.has(flag) ? positive(flag, values.get(flag)!, integer) : fallback);
   const saltRaw = values.get("--salt");
   const salt = saltRaw === undefined ? randomInt(2 ** 31) : Number(saltRaw);
   if (!Number.isSafeInteger(salt) || salt < 0) throw new Error(`--salt needs a non-negative integer, got ${saltRaw}`);
@@ -137,6 +159,15 @@ function parseArgs(argv: readonly string[]): Args {
     perRequest,
     capacity,
     name: stemOf(values.get("--name") ?? "sim"),
+    hosts: values.has("--hosts") ? list("--hosts", "").map((raw) => positive("--hosts", raw, true)) : undefined,
+    network: {
+      gpusPerHost: number("--gpus-per-host", NETWORK_DEFAULTS.gpusPerHost, true),
+      routers: number("--routers", NETWORK_DEFAULTS.routers, true),
+      latencyMs: number("--latency-ms", NETWORK_DEFAULTS.latencyMs, false),
+      bandwidthGbps: number("--bandwidth-gbps", NETWORK_DEFAULTS.bandwidthGbps, false),
+      loadEveryMs: NETWORK_DEFAULTS.loadEveryMs,
+      hostCopies,
+    },
   };
 }
 
@@ -169,18 +200,22 @@ export interface Fleet {
   workers: number;
   size: number;
   sample: WorkloadSample;
+  /** More than one machine (--hosts). */
+  network?: NetworkSpec;
 }
 
 /** Simulates one arm (a policy on a fleet at a load) and logs its line. */
 async function runArm(fleet: Fleet, load: number, policy: string, args: Args, log: (line: string) => void): Promise<ArmRecord> {
   const loaded = atLoad(fleet.sample, load, fleet.spec, fleet.workers, fleet.size);
-  const label = `${fleet.name} ${fleet.workers}x${fleet.gpu} load ${fmt(load, 3)} ${policy}`;
+  const machines = fleet.network ? ` (${fleet.workers / fleet.network.gpusPerHost} hosts, ${fleet.network.routers} routers)` : "";
+  const label = `${fleet.name} ${fleet.workers}x${fleet.gpu}${machines} load ${fmt(load, 3)} ${policy}`;
   const armStarted = performance.now();
   const result = await simulate({
     policy,
     workers: fleet.workers,
     spec: fleet.spec,
     requests: loaded.requests,
+    ...(fleet.network ? { network: fleet.network } : {}),
     progressEvery: Math.max(100, Math.ceil(loaded.requests.length / 4)),
     // Within an arm, only when it runs long.
     onProgress: (completed, all, simulatedMs) => {
@@ -204,6 +239,8 @@ async function runArm(fleet: Fleet, load: number, policy: string, args: Args, lo
     policy,
     summary,
     wallS,
+    decisions: result.decisions,
+    ...(result.network ? { network: result.network } : {}),
     ...(args.perRequest ? { cachedFractions: result.records.map((record) => Math.round(record.cachedFraction * 1000) / 1000) } : {}),
   };
 }
@@ -220,11 +257,12 @@ async function main(): Promise<void> {
   const fleets: Fleet[] = [];
   for (const name of args.workloads) {
     for (const gpu of args.gpus) {
-      for (const workers of args.workers) {
+      const network = args.hosts ? { ...args.network, kvBytesPerToken: gpuCard(gpu).kvBytesPerToken } : undefined;
+      for (const workers of args.hosts ? args.hosts.map((hosts) => hosts * args.network.gpusPerHost) : args.workers) {
         const size = args.requests ?? DEFAULT_SIZES[name];
         const sample: WorkloadSample = buildWorkload(name, { seed: args.seed, salt: args.salt, size, workers, maxLoad });
         workloadInfo[name] = { describe: sample.describe, requests: sample.requests.length, kind: sample.kind };
-        fleets.push({ name, gpu, spec: hardware[gpu]!, workers, size, sample });
+        fleets.push({ name, gpu, spec: hardware[gpu]!, workers, size, sample, ...(network ? { network } : {}) });
       }
     }
   }
@@ -256,6 +294,7 @@ async function main(): Promise<void> {
   progress.stop();
   const report: SimReport = {
     benchmark: "sim",
+    name: args.name,
     date: new Date().toISOString(),
     machine,
     node: process.version,
@@ -267,8 +306,9 @@ async function main(): Promise<void> {
     settings: {
       workloads: args.workloads,
       gpus: args.gpus,
-      workers: args.workers,
+      workers: args.hosts ? args.hosts.map((hosts) => hosts * args.network.gpusPerHost) : args.workers,
       policies: args.policies,
+      ...(args.hosts ? { hosts: args.hosts, network: args.network } : {}),
       loads: args.loads,
       sizes: Object.fromEntries(args.workloads.map((name) => [name, args.requests ?? DEFAULT_SIZES[name]])),
     },
@@ -284,7 +324,7 @@ async function main(): Promise<void> {
   writeFileSync(join(args.out, `${args.name}.md`), markdown(report));
   const charts = new Map<string, ArmRecord[]>();
   for (const arm of arms) {
-    const file = chartFile(arm.workload, arm.gpu, arm.workers);
+    const file = chartFile(args.name, arm.workload, arm.gpu, arm.workers);
     charts.set(file, [...(charts.get(file) ?? []), arm]);
   }
   for (const [file, fleetArms] of charts) writeFileSync(join(args.out, file), svgChart(fleetArms));

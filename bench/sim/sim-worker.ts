@@ -3,7 +3,6 @@
 // shareBatch deciding which request takes a slot and what each step evaluates.
 import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
 import { type BatchShare, evaluationPriorityOf, shareBatch } from "../../src/scheduler/batch-priority.js";
-import type { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
 import type { LocalSchedulerSettings } from "../../src/scheduler/local-scheduler-settings.js";
@@ -67,6 +66,8 @@ export interface WorkerStats {
 export interface Job {
   request: WorkloadRequest;
   ticket: PlacementTicket;
+  /** The router that placed it (0 on one box). */
+  router: number;
   outputTokens: number;
   copyMs: number;
   slot: number;
@@ -90,8 +91,10 @@ interface BatchItem {
 export interface WorkerHost {
   /** The simulated clock, ms. */
   readonly now: number;
-  /** Told what each slot holds (`slot-holds`), as a real worker tells it. */
-  readonly scheduler: Pick<GlobalScheduler, "applyCacheEvent">;
+  /** A slot took the job's request: it holds the request's prompt from now on (the ticket's report). */
+  slotTaken(worker: SimWorker, job: Job, slot: number): void;
+  /** A slot lost what it held for room (`slot-holds` of nothing, as a real worker reports it). */
+  slotEmptied(worker: SimWorker, slot: number): void;
   readonly workers: readonly SimWorker[];
   /** Runs `run` at simulated time `t`. */
   at(t: number, run: () => void): void;
@@ -200,7 +203,7 @@ export class SimWorker {
     this.setKv(slot, cached);
     this.slotTokens[slot] = tokens;
     this.slotView[slot] = tokens.slice(0, cached);
-    job.ticket.started(slot);
+    this.sim.slotTaken(this, job, slot);
     job.cachedTokens = cached;
     job.prefillLeft = n - cached;
     job.context = cached;
@@ -255,7 +258,7 @@ export class SimWorker {
       if (job.context === 0 && this.slotTokens[job.slot]!.length === 0) {
         // A preempted request: its slot holds its prompt again as it recomputes.
         this.slotTokens[job.slot] = job.request.tokens;
-        job.ticket.started(job.slot);
+        this.sim.slotTaken(this, job, job.slot);
       }
       this.running.push(job);
       committed += need;
@@ -278,7 +281,7 @@ export class SimWorker {
       this.setKv(slot, 0);
       this.slotTokens[slot] = [];
       this.stats.evictions++;
-      this.sim.scheduler.applyCacheEvent({ type: "slot-holds", workerId: this.id, slot, tokens: [] });
+      this.sim.slotEmptied(this, slot);
     }
   }
 
@@ -287,7 +290,7 @@ export class SimWorker {
     this.setKv(job.slot, 0);
     this.slotTokens[job.slot] = [];
     this.slotView[job.slot] = [];
-    this.sim.scheduler.applyCacheEvent({ type: "slot-holds", workerId: this.id, slot: job.slot, tokens: [] });
+    this.sim.slotEmptied(this, job.slot);
     job.prefillLeft = job.request.tokens.length;
     job.context = 0;
   }

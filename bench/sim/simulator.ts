@@ -82,12 +82,18 @@
 //   full: the server's 429) is sent again retryAfterMs later; its latencies count from its
 //   first attempt.
 //
-// Deterministic: no wall clock anywhere (the schedulers get the simulated clock), events at
-// one instant run in the order they were scheduled, and all events of an instant are handled
-// before any idle worker starts its next step.
+// - More than one machine (optional, `network`): engines on several machines behind several
+//   routers, each router a GlobalScheduler of its own that learns of the engines' slots and
+//   loads through delayed events; requests, replies and copies cross links (network.ts).
+//
+// Deterministic: no wall clock decides anything (the schedulers get the simulated clock; the
+// wall time of each placement is measured for the report only), events at one instant run in
+// the order they were scheduled, and all events of an instant are handled before any idle
+// worker starts its next step.
 //
 // The parts: the event queue (event-queue.ts), the simulated worker (sim-worker.ts), its state
-// store (sim-store.ts), and here the loop that runs them and the entry point, simulate().
+// store (sim-store.ts), the network (network.ts), and here the loop that runs them and the
+// entry point, simulate().
 import type { TokenIds } from "../../src/common/tokens.js";
 import { GlobalScheduler, type SchedulerOptions } from "../../src/scheduler/global-scheduler.js";
 import type { SlotGrant } from "../../src/scheduler/local-scheduler.js";
@@ -96,8 +102,10 @@ import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-
 import type { PlacementPolicy } from "../../src/scheduler/types.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
 import { EventQueue } from "./event-queue.js";
+import { Links, type NetworkSpec, REQUEST_BYTES_PER_TOKEN, routerTimeModel } from "./network.js";
 import { type Job, SimWorker, type WorkerHost, type WorkerSpec, type WorkerStats } from "./sim-worker.js";
 
+export type { NetworkSpec } from "./network.js";
 export type { SpillSpec } from "./sim-store.js";
 export type { WorkerSpec, WorkerStats } from "./sim-worker.js";
 
@@ -116,6 +124,8 @@ export interface SimOptions {
   defaultMaxTokens?: number;
   /** A client's wait before it resends a request the server answered 429. Default 1000. */
   retryAfterMs?: number;
+  /** Engines on several machines behind `network.routers` routers (network.ts); absent: one box, one scheduler, no network. */
+  network?: NetworkSpec;
   /** Called every `progressEvery` completions. */
   onProgress?(done: number, total: number, simulatedMs: number): void;
   progressEvery?: number;
@@ -158,11 +168,16 @@ export interface SimResult {
   rejections: number;
   reasons: Record<string, number>;
   events: number;
+  /** Placement decisions made (every router's, 429s included) and the wall time they took on this machine. */
+  decisions: { count: number; wallMs: number };
+  /** With `network`: copies within one machine and between two, bytes over the links, time transfers waited for a busy link. */
+  network?: { routers: number; machines: number; copiesWithin: number; copiesAcross: number; bytes: number; queuedMs: number };
 }
 
 class Simulation implements WorkerHost {
   now = 0;
-  readonly scheduler: GlobalScheduler;
+  /** The routers (one without a network): each places the requests that reach it. */
+  readonly schedulers: GlobalScheduler[];
   readonly workers: SimWorker[];
   private readonly byId = new Map<string, SimWorker>();
   private readonly queue = new EventQueue();
@@ -179,20 +194,45 @@ class Simulation implements WorkerHost {
   private events = 0;
   private firstArrival = Infinity;
   private lastFinish = 0;
+  private readonly decisions = { count: 0, wallMs: 0 };
+  /** Requests sent so far: the next one goes to router sent % routers. */
+  private sent = 0;
+  private readonly network: NetworkSpec | undefined;
+  private readonly links: Links | undefined;
+  private readonly machines: number;
+  /** The machine each worker runs on: workers fill machines in order; the routers' machines come after. */
+  private readonly machine = new Map<SimWorker, number>();
+  private copiesWithin = 0;
+  private copiesAcross = 0;
 
   constructor(private readonly options: SimOptions) {
-    const policy = typeof options.policy === "string" ? createPolicy(options.policy, options.policyOptions ?? POLICY_DEFAULTS) : options.policy;
-    this.scheduler = new GlobalScheduler(policy, { ...options.scheduler, now: () => this.now });
-    this.workers = Array.from({ length: options.workers }, (_, i) => new SimWorker(`w${i}`, options.spec, this));
-    for (const worker of this.workers) {
+    const { network, spec } = options;
+    this.network = network;
+    const routers = network?.routers ?? 1;
+    if (routers > 1 && typeof options.policy !== "string")
+      throw new Error("simulate: several routers need a policy name (each router gets its own policy object)");
+    const policy = () => (typeof options.policy === "string" ? createPolicy(options.policy, options.policyOptions ?? POLICY_DEFAULTS) : options.policy);
+    this.schedulers = Array.from({ length: routers }, () => new GlobalScheduler(policy(), { ...options.scheduler, now: () => this.now }));
+    this.workers = Array.from({ length: options.workers }, (_, i) => new SimWorker(`w${i}`, spec, this));
+    const hosts = network ? Math.ceil(options.workers / network.gpusPerHost) : 1;
+    this.machines = hosts + (network ? routers : 0);
+    this.links = network ? new Links(this.machines, network) : undefined;
+    const startingModel =
+      options.schedulerTimeModel ?? (network ? routerTimeModel(spec.timeModel, network, spec.maxSequenceTokens ?? spec.capacityTokens) : spec.timeModel);
+    this.workers.forEach((worker, i) => {
       this.byId.set(worker.id, worker);
-      this.scheduler.addWorker({
-        id: worker.id,
-        modelId: this.modelId,
-        slots: options.spec.slots,
-        capacityTokens: options.spec.capacityTokens,
-        timeModel: new TimeModel(options.schedulerTimeModel ?? options.spec.timeModel),
-      });
+      this.machine.set(worker, network ? Math.floor(i / network.gpusPerHost) : 0);
+    });
+    for (const scheduler of this.schedulers) {
+      for (const worker of this.workers) {
+        scheduler.addWorker({
+          id: worker.id,
+          modelId: this.modelId,
+          slots: spec.slots,
+          capacityTokens: spec.capacityTokens,
+          timeModel: new TimeModel(startingModel),
+        });
+      }
     }
   }
 
@@ -216,6 +256,7 @@ class Simulation implements WorkerHost {
         else this.dependents.set(request.after, [request]);
       }
     });
+    if (this.network) this.at(0, () => this.reportLoads());
     while (this.queue.size > 0) {
       const t = this.queue.peekTime();
       this.now = t;
@@ -233,7 +274,7 @@ class Simulation implements WorkerHost {
       throw new Error(`simulate: stalled with ${requests.length - this.records.length - this.refused.length} requests unfinished (${stuck} on workers)`);
     }
     return {
-      policy: this.scheduler.policy.name,
+      policy: this.schedulers[0]!.policy.name,
       records: this.records.sort((a, b) => a.index - b.index),
       refused: this.refused,
       workers: this.workers.map((worker) => worker.stats),
@@ -243,6 +284,19 @@ class Simulation implements WorkerHost {
       rejections: this.rejections,
       reasons: this.reasons,
       events: this.events,
+      decisions: this.decisions,
+      ...(this.network
+        ? {
+            network: {
+              routers: this.schedulers.length,
+              machines: this.machines,
+              copiesWithin: this.copiesWithin,
+              copiesAcross: this.copiesAcross,
+              bytes: this.links!.bytes,
+              queuedMs: this.links!.queuedMs,
+            },
+          }
+        : {}),
     };
   }
 
@@ -263,12 +317,16 @@ class Simulation implements WorkerHost {
       this.release(request.index);
       return;
     }
-    const ticket = this.scheduler.place({
+    const router = this.sent++ % this.schedulers.length;
+    const decisionStarted = performance.now();
+    const ticket = this.schedulers[router]!.place({
       modelId: this.modelId,
       tokens: request.tokens,
       messageCount: request.messageCount ?? 1,
       maxTokens: request.maxTokens ?? this.options.defaultMaxTokens ?? 256,
     });
+    this.decisions.wallMs += performance.now() - decisionStarted;
+    this.decisions.count++;
     if (!this.firstSent.has(request.index)) this.firstSent.set(request.index, this.now);
     if (!ticket) {
       // 429: every worker's queue is full. The client tries again later.
@@ -279,7 +337,7 @@ class Simulation implements WorkerHost {
     const worker = this.byId.get(ticket.workerId)!;
     worker.stats.placed++;
     this.reasons[ticket.placement.reason] = (this.reasons[ticket.placement.reason] ?? 0) + 1;
-    // Copies run one after another before the request is queued (as the serving layer awaits them).
+    // Copies run one after another before the request is sent (as the serving layer awaits them).
     let copyMs = 0;
     const imports: TokenIds[] = [];
     for (const copy of ticket.placement.copies ?? []) {
@@ -291,12 +349,13 @@ class Simulation implements WorkerHost {
         continue;
       }
       this.copies.done++;
-      copyMs += to.truth.copyMs(copy.tokens.length);
+      copyMs += this.copyTime(from, to, copy.tokens.length, this.now + copyMs);
       imports.push(copy.tokens);
     }
     const job: Job = {
       request,
       ticket,
+      router,
       outputTokens: Math.max(1, request.outputTokens),
       copyMs,
       slot: -1,
@@ -308,30 +367,96 @@ class Simulation implements WorkerHost {
       startMs: 0,
       firstTokenMs: 0,
     };
-    if (copyMs === 0) worker.submit(job);
+    // The request then crosses to the engine's machine (with a network).
+    const sentAt = this.now + copyMs;
+    const deliveredAt = this.links ? this.links.arrival(this.machine.get(worker)!, sentAt, request.tokens.length * REQUEST_BYTES_PER_TOKEN) : sentAt;
+    if (deliveredAt === this.now) worker.submit(job);
     else {
-      this.at(this.now + copyMs, () => {
-        for (const tokens of imports) this.byId.get(ticket.workerId)!.store.import(tokens);
+      this.at(deliveredAt, () => {
+        for (const tokens of imports) worker.store.import(tokens);
         worker.submit(job);
       });
     }
   }
 
+  /** A copy of `tokens` from one worker to another that starts at `at`: save, (cross the link,) load. */
+  private copyTime(from: SimWorker, to: SimWorker, tokens: number, at: number): number {
+    const saveAndLoadMs = to.truth.copyMs(tokens);
+    const fromMachine = this.machine.get(from)!;
+    const toMachine = this.machine.get(to)!;
+    if (!this.links || fromMachine === toMachine) {
+      this.copiesWithin++;
+      return saveAndLoadMs;
+    }
+    this.copiesAcross++;
+    const saved = at + saveAndLoadMs / 2;
+    const arrived = this.links.arrival(toMachine, saved, tokens * this.network!.kvBytesPerToken);
+    return arrived + saveAndLoadMs / 2 - at;
+  }
+
+  /** One-way latency of a message between machines (none on one box). */
+  private get hop(): number {
+    return this.network?.latencyMs ?? 0;
+  }
+
+  slotTaken(_worker: SimWorker, job: Job, slot: number): void {
+    if (!this.network) {
+      job.ticket.started(slot);
+      return;
+    }
+    // The router that placed it hears from the engine's reply; the others from its events.
+    this.at(this.now + this.hop, () => {
+      job.ticket.started(slot);
+      this.schedulers.forEach((scheduler, router) => {
+        if (router !== job.router) scheduler.applyCacheEvent({ type: "slot-holds", workerId: job.ticket.workerId, slot, tokens: job.request.tokens });
+      });
+    });
+  }
+
+  slotEmptied(worker: SimWorker, slot: number): void {
+    const report = () => {
+      for (const scheduler of this.schedulers) scheduler.applyCacheEvent({ type: "slot-holds", workerId: worker.id, slot, tokens: [] });
+    };
+    if (!this.network) report();
+    else this.at(this.now + this.hop, report);
+  }
+
+  /** Every loadEveryMs while requests remain, each engine's count of requests reaches every router a hop later. */
+  private reportLoads(): void {
+    const network = this.network!;
+    const counts = this.workers.map((worker) => worker.outstanding);
+    this.at(this.now + network.latencyMs, () => {
+      for (const scheduler of this.schedulers) {
+        for (const [i, worker] of this.workers.entries()) scheduler.reportLoad(worker.id, counts[i]!);
+      }
+    });
+    if (this.records.length + this.refused.length < this.options.requests.length) this.at(this.now + network.loadEveryMs, () => this.reportLoads());
+  }
+
   completed(worker: SimWorker, job: Job): void {
+    // The router that placed it learns of its end a hop later; latencies are measured there.
+    const doneAt = this.now;
+    if (!this.network) this.record(worker, job, doneAt);
+    else this.at(doneAt + this.hop, () => this.record(worker, job, doneAt));
+  }
+
+  private record(worker: SimWorker, job: Job, doneAt: number): void {
     const now = this.now;
+    const hop = now - doneAt;
     const { request, ticket } = job;
     const n = request.tokens.length;
     const arrivalMs = this.firstSent.get(request.index) ?? ticket.placedAt;
     this.firstSent.delete(request.index);
+    const firstTokenMs = job.firstTokenMs + hop;
     ticket.finished({
       ok: true,
       promptTokens: n,
       cachedTokens: job.cachedTokens,
       completionTokens: job.generated,
       // As the server measures it: from its placement.
-      ttftMs: job.firstTokenMs - ticket.placedAt,
+      ttftMs: firstTokenMs - ticket.placedAt,
       prefillMs: job.firstTokenMs - job.startMs,
-      ...(job.generated > 1 ? { decodeMsPerToken: (now - job.firstTokenMs) / (job.generated - 1) } : {}),
+      ...(job.generated > 1 ? { decodeMsPerToken: (doneAt - job.firstTokenMs) / (job.generated - 1) } : {}),
     });
     this.records.push({
       index: request.index,
@@ -339,9 +464,9 @@ class Simulation implements WorkerHost {
       reason: ticket.placement.reason,
       arrivalMs,
       startMs: job.startMs,
-      firstTokenMs: job.firstTokenMs,
+      firstTokenMs,
       finishMs: now,
-      ttftMs: job.firstTokenMs - arrivalMs,
+      ttftMs: firstTokenMs - arrivalMs,
       e2eMs: now - arrivalMs,
       promptTokens: n,
       cachedTokens: job.cachedTokens,

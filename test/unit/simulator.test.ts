@@ -5,12 +5,14 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_CONTEXT_SIZE, DEFAULT_GPU, gpuSpec, isIdealised } from "../../bench/sim/hardware.js";
 import { summarize } from "../../bench/sim/metrics.js";
 import { type ArmRecord, headlines, isIdealisedSpec, markdown, type SimReport } from "../../bench/sim/report.js";
-import { simulate, type SimOptions, type WorkerSpec } from "../../bench/sim/simulator.js";
+import { Links, REQUEST_BYTES_PER_TOKEN, routerTimeModel } from "../../bench/sim/network.js";
+import { type NetworkSpec, simulate, type SimOptions, type WorkerSpec } from "../../bench/sim/simulator.js";
 import { atLoad, buildWorkload } from "../../bench/sim/workloads.js";
 import type { WorkloadRequest } from "../../bench/workloads/tokens.js";
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
-import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";
+import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
+import type { PlacementPolicy } from "../../src/scheduler/types.js";
 
 /** A linear card: prefill 1 ms per evaluated token, nothing fixed; a decode step 10 ms whatever the batch. */
 const LINEAR: TimeModelCoefficients = {
@@ -344,5 +346,83 @@ describe("simulator: the GPU cards are the worker Radixgate runs (node-llama-cpp
     // The headline table and the fleet's section name the card, "idealised" included.
     expect(lines.some((line) => line.startsWith(`| toolbench-zipf | ${idealisedName} x 2 |`))).toBe(true);
     expect(lines).toContain(`## toolbench-zipf on 2 x ${idealisedName}`);
+  });
+});
+
+describe("simulator: engines on several machines behind several routers (network)", () => {
+  // 8 Gb/s: 1e6 bytes a ms.
+  const network: NetworkSpec = { gpusPerHost: 1, routers: 1, latencyMs: 5, bandwidthGbps: 8, kvBytesPerToken: 10_000, loadEveryMs: 100, hostCopies: true };
+  const linkMs = (bytes: number) => bytes / 1e6;
+
+  it("measures latencies at the router: a request crosses to its engine and its answers come back a hop later", async () => {
+    const alone = await run([request(0, 0, ids(8, 100), 2)]);
+    const far = await run([request(0, 0, ids(8, 100), 2)], "roundrobin", { network });
+    // One box: 100 ms prefill, then a 10 ms decode step.
+    expect(alone.records[0]).toMatchObject({ ttftMs: 100, e2eMs: 110 });
+    // Router -> engine: 5 ms + 100 token ids x 7 bytes; the first token and the end reach the router 5 ms later.
+    const there = 5 + linkMs(100 * REQUEST_BYTES_PER_TOKEN);
+    expect(far.records[0]!.ttftMs).toBeCloseTo(there + 100 + 5, 9);
+    expect(far.records[0]!.e2eMs).toBeCloseTo(there + 110 + 5, 9);
+    expect(far.network).toMatchObject({ routers: 1, machines: 3 });
+    expect(far.decisions.count).toBe(1);
+  });
+
+  it("two routers: an agent's next turn through the other router finds its history from the engines' events", async () => {
+    const first = ids(9, 500);
+    const loop = [
+      request(0, 0, first, 4, { messageCount: 2, session: 0 }),
+      request(1, 0, [...first, ...ids(10, 100)], 4, { messageCount: 4, session: 0, after: 0, thinkMs: 100 }),
+    ];
+    const result = await simulate({ policy: "preble", workers: 2, spec: TINY, requests: loop, network: { ...network, routers: 2 } });
+    // Turn 1 went through router 0, turn 2 through router 1, which never placed anything: it
+    // exploits the 500 tokens because the engine's slot report reached it too.
+    expect(result.records[1]).toMatchObject({ workerId: result.records[0]!.workerId, reason: "exploit", cachedTokens: 500 });
+    expect(result.decisions.count).toBe(2);
+  });
+
+  it("prices a prefix copy by where it goes: the card's save + load on one machine, plus a hop and the KV bytes over the link between two", async () => {
+    const prefix = ids(11, 300);
+    // Request 1 shares request 0's 300 tokens; the policy sends it to w1 with a copy of them from w0.
+    const copying: PlacementPolicy = {
+      name: "copy-to-w1",
+      place: (placing, candidates) =>
+        placing.tokens.length === 300
+          ? { workerId: "w0", reason: "first", matchedTokens: 0 }
+          : {
+              workerId: candidates.find((worker) => worker.id === "w1")!.id,
+              reason: "copy",
+              matchedTokens: 300,
+              copies: [{ modelId: placing.modelId, fromWorkerId: "w0", toWorkerId: "w1", tokens: placing.tokens.slice(0, 300), copyMs: 0, recomputeMs: 0 }],
+            },
+    };
+    const card: WorkerSpec = { ...TINY, timeModel: { ...LINEAR, copyBase: 2, copyPerToken: 0.01 } };
+    const requests = [request(0, 0, prefix, 1), request(1, 1000, [...prefix, ...ids(12, 50)], 1)];
+    const within = await simulate({ policy: copying, workers: 2, spec: card, requests, network: { ...network, gpusPerHost: 2 } });
+    const across = await simulate({ policy: copying, workers: 2, spec: card, requests, network });
+    const saveAndLoad = 2 + 0.01 * 300;
+    expect(within.records[1]!.copyMs).toBeCloseTo(saveAndLoad, 9);
+    expect(across.records[1]!.copyMs).toBeCloseTo(saveAndLoad + 5 + linkMs(300 * 10_000), 9);
+    expect(within.network).toMatchObject({ copiesWithin: 1, copiesAcross: 0 });
+    expect(across.network).toMatchObject({ copiesWithin: 0, copiesAcross: 1 });
+    // Either way the copied prefix is reused: only the 50 new tokens are evaluated.
+    expect(across.records[1]).toMatchObject({ workerId: "w1", cachedTokens: 300 });
+  });
+
+  it("the routers' time model prices copies between machines, or, without host copies, as recomputes (never cheaper)", () => {
+    const card = { ...LINEAR, copyBase: 2, copyPerToken: 0.01 };
+    const priced = new TimeModel(routerTimeModel(card, network, 1000));
+    expect(priced.copyMs(300)).toBeCloseTo(2 + 0.01 * 300 + 5 + 300 * (10_000 / 1e6), 9);
+    const none = new TimeModel(routerTimeModel({ ...card, perContext: 0.001, perExtendContext: 1e-6 }, { ...network, hostCopies: false }, 1000));
+    for (const tokens of [1, 100, 999]) expect(none.copyMs(tokens)).toBeGreaterThanOrEqual(none.prefillMs(tokens, tokens));
+  });
+
+  it("a link carries one transfer after another: the second waits for the first", () => {
+    const links = new Links(2, { latencyMs: 1, bandwidthGbps: 8 });
+    expect(links.arrival(1, 0, 2e6)).toBe(3);
+    // Sent at 0 too, it starts when the link is free (3) and takes 1 ms.
+    expect(links.arrival(1, 0, 1e6)).toBe(4);
+    expect(links.queuedMs).toBe(2);
+    // Another machine's link is free.
+    expect(links.arrival(0, 0, 1e6)).toBe(2);
   });
 });
