@@ -21,6 +21,7 @@ import { CircuitBreakers } from "./serving/circuit-breaker.js";
 import { type ResolveHost, RemoteDiscovery, resolveHostAddresses } from "./serving/discovery.js";
 import { probeGpus } from "./engine/host/gpu-probe.js";
 import { Metrics } from "./metrics/metrics.js";
+import { redisSessions } from "./serving/session-store.js";
 
 export interface Radixgate {
   /** Re-reads config.yml and applies what can change live (SIGHUP, file change). */
@@ -144,12 +145,21 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
     activity,
     requestLog(() => app.log),
   );
+  const sessions =
+    config.scheduler.sessionStore === ""
+      ? undefined
+      : redisSessions(config.scheduler.sessionStore, config.scheduler.sessionTtlMs, {
+          info: (data, message) => app.log.info(data, message),
+          warn: (data, message) => app.log.warn(data, message),
+        });
+  if (sessions) metrics.followSessionStore(sessions);
   const service = new CompletionService({
     fleet,
     preparer,
     scheduler,
     observer,
     breakers,
+    ...(sessions ? { sessions } : {}),
     limits: { ...config.generation, maxConcurrentRequests: config.server.maxConcurrentRequests, maxQueueWaitMs: config.scheduler.maxQueueWaitMs },
   });
   const apiKeys = { keys: config.server.apiKeys };
@@ -212,6 +222,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
       feed.close();
       breakers.close();
       await app.close();
+      await sessions?.close();
       await fleet.close();
       await preparer.close();
     },
@@ -229,6 +240,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
       } finally {
         clearTimeout(deadline);
       }
+      await sessions?.close();
       await fleet.close();
       await preparer.close();
     },

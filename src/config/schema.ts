@@ -102,6 +102,13 @@ export const ModelConfigSchema = Type.Object(
             }),
           ),
           discoverEveryS: Type.Optional(Type.Integer({ minimum: 1, description: "With discover: dns, seconds between resolutions (default 30)." })),
+          firstByteTimeoutS: Type.Optional(
+            Type.Integer({
+              minimum: 0,
+              description:
+                "Seconds a generation waits for the first byte of the engine's answer (connecting included; its queue and prefill count: llama-server sends nothing before the first token); past it the connection is closed, which drops the request there, and the request is placed on another engine (504 engine_timeout when none can take it). Default 60; 0 = wait as long as it takes.",
+            }),
+          ),
         },
         CLOSED,
       ),
@@ -179,6 +186,12 @@ export const ConfigSchema = Type.Object(
         cacheAware: POLICY_SETTINGS_SCHEMAS.cacheAware,
         dynamo: POLICY_SETTINGS_SCHEMAS.dynamo,
         llmD: POLICY_SETTINGS_SCHEMAS.llmD,
+        sessionStore: Type.String({
+          default: "",
+          pattern: "^(|rediss?://.+)$",
+          description:
+            "A Redis that several routers in front of the same remote engines share sessions through (redis://[:password@]host:port[/db]): a session's next request goes to the engine that served it last, whichever router placed it. Empty = off (each router keeps its own).",
+        }),
       },
       SETTINGS_OBJECT,
     ),

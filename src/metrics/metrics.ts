@@ -9,6 +9,7 @@ import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { CopyAction, Placement } from "../scheduler/types.js";
 import type { Fleet } from "../serving/fleet.js";
 import type { RequestRecord, ServingObserver } from "../serving/observer.js";
+import type { SharedSessions } from "../serving/session-store.js";
 
 const TOKEN_BUCKETS = [16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072];
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -216,6 +217,21 @@ export class Metrics implements ServingObserver {
         },
       });
     }
+  }
+
+  /** Counts the lookups of the sessions shared with other routers (scheduler.sessionStore), by outcome. */
+  followSessionStore(sessions: Pick<SharedSessions, "counts">): void {
+    new Gauge({
+      name: "radixgate_session_store_lookups_total",
+      help: "Lookups of a session in the store shared with other routers: hit, miss, or failed (unreachable, too slow; also failed records).",
+      labelNames: ["outcome"],
+      registers: [this.registry],
+      collect() {
+        this.set({ outcome: "hit" }, sessions.counts.hits);
+        this.set({ outcome: "miss" }, sessions.counts.misses);
+        this.set({ outcome: "failed" }, sessions.counts.failures);
+      },
+    });
   }
 
   restoreFailed(workerId: string): void {

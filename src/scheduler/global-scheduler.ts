@@ -200,6 +200,7 @@ export class GlobalScheduler {
     const lent = lentPlaces(this.workers.values(), request.modelId, this.options.maxQueuePerWorker);
     for (const worker of this.workers.values()) {
       if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, lent, this.options.maxQueuePerWorker)) continue;
+      if (request.avoidWorkerIds?.includes(worker.spec.id)) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight + worker.othersInFlight;
       view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
@@ -215,6 +216,11 @@ export class GlobalScheduler {
     if (!placement) return undefined;
     const chosen = candidates.find((worker) => worker.id === placement.workerId)!;
     return this.book(request, placement, chosen.matchedTokens, model, match, now);
+  }
+
+  /** The session was served on `workerId` last (another router's placement, as a shared store says): its next request goes there. */
+  rememberSession(sessionId: string, workerId: string): void {
+    if (this.workers.has(workerId)) this.sessions.remember(sessionId, workerId, this.options.now());
   }
 
   /** The request ended (successfully or not): release its load and learn from it. Its ticket's finished() calls this. */

@@ -35,6 +35,8 @@ export interface PlacementRequest {
   sessionId?: string;
   /** The request's completion limit, used as expected output length until outputs are observed. */
   maxTokens?: number;
+  /** Workers not to place it on (an engine that stayed silent on this request's last try). */
+  avoidWorkerIds?: readonly string[];
 }
 
 /** "Copy prefix tokens[0..n) from worker A to worker B": the worker runtime executes it. */

@@ -16,6 +16,7 @@ import { NO_TOKENS, type RequestRecord, type ServingObserver } from "./observer.
 import { PlacementQueue } from "./placement-queue.js";
 import { type PreparedPrompt, preparePrompt } from "./prompt-input.js";
 import { toolSampling } from "./tool-calls.js";
+import type { SharedSessions } from "./session-store.js";
 
 export type { ChatHooks, ChatOutcome, ChatStart, CompletionJob, PromptInput, ServiceLimits } from "./completion-job.js";
 
@@ -27,6 +28,8 @@ export interface ServiceDeps {
   observer?: ServingObserver;
   now?: () => number;
   breakers?: CircuitBreakers;
+  /** Sessions shared with other routers (scheduler.sessionStore). */
+  sessions?: SharedSessions;
 }
 
 export class CompletionService {
@@ -55,6 +58,7 @@ export class CompletionService {
       queue: this.queue,
       maxQueueWaitMs: deps.limits.maxQueueWaitMs,
       ...(deps.breakers ? { breakers: deps.breakers } : {}),
+      ...(deps.sessions ? { sessions: deps.sessions } : {}),
     });
   }
 

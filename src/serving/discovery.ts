@@ -8,6 +8,7 @@
 import { lookup } from "node:dns/promises";
 import type { Config } from "../config/schema.js";
 import type { Fleet } from "./fleet.js";
+import type { ServingLog } from "./serving-log.js";
 
 /** Every address a host name resolves to now. */
 export type ResolveHost = (host: string) => Promise<string[]>;
@@ -31,11 +32,6 @@ interface Entry {
   everyMs: number;
 }
 
-export interface DiscoveryLog {
-  info(data: object, message: string): void;
-  warn(data: object, message: string): void;
-}
-
 export class RemoteDiscovery {
   private readonly entries: Entry[];
   private readonly timers: NodeJS.Timeout[] = [];
@@ -45,7 +41,7 @@ export class RemoteDiscovery {
     config: Config,
     private readonly fleet: Fleet,
     private readonly resolve: ResolveHost,
-    private readonly log: DiscoveryLog,
+    private readonly log: ServingLog,
   ) {
     this.entries = config.models.flatMap((model) =>
       model.remote.flatMap((remote, entry) =>

@@ -1,8 +1,9 @@
 // Runs a prepared request on a worker: placed through the scheduler, its life reported on
 // the PlacementTicket (started in a slot, finished, or lost with its worker), placed once
-// more when its worker dies before any of the answer reached the client.
+// more when its worker dies, or an engine elsewhere sends nothing in its first-byte timeout,
+// before any of the answer reached the client.
 import type { GenerationResult } from "../contract/generation.js";
-import { WorkerDiedError } from "../engine/host/worker-errors.js";
+import { FirstByteTimeoutError, WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { PlacementTicket } from "../scheduler/ticket.js";
 import type { CopyAction } from "../scheduler/types.js";
@@ -15,6 +16,7 @@ import type { PlacementQueue } from "./placement-queue.js";
 import type { PreparedPrompt } from "./prompt-input.js";
 import type { CircuitBreakers } from "./circuit-breaker.js";
 import { clientErrorOf } from "./worker-failure.js";
+import type { SharedSessions } from "./session-store.js";
 
 /** Placements again of one request after its worker died. */
 const MAX_FAILOVERS = 1;
@@ -30,6 +32,8 @@ export interface DispatchDeps {
   maxQueueWaitMs: number;
   /** Told of each request's outcome on its worker: the worker's own failures open its circuit. */
   breakers?: CircuitBreakers;
+  /** Sessions shared with other routers: asked before a session's request is placed, told where it went. */
+  sessions?: SharedSessions;
 }
 
 export class Dispatcher {
@@ -41,36 +45,56 @@ export class Dispatcher {
   /**
    * A worker that dies before any of the answer reached the client (queued, in prefill, or
    * generating a non-streamed answer) costs the client nothing: the request is placed again
-   * on a live worker, streams included (they had sent headers at most). A stream that had
-   * sent a token is never retried: the client holds part of the answer.
+   * on a live worker, streams included (they had sent headers at most). So does an engine
+   * elsewhere that sent no byte of its answer in its first-byte timeout: it stays up (its
+   * circuit breaker counts the failure) but the request is placed again elsewhere. A stream
+   * that had sent a token is never retried: the client holds part of the answer.
    */
   async run(job: CompletionJob, prompt: PreparedPrompt, hooks: ChatHooks): Promise<ChatOutcome> {
+    const avoid: string[] = [];
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.runOnce(job, prompt, hooks);
+        return await this.runOnce(job, avoid.length > 0 ? { ...prompt, request: { ...prompt.request, avoidWorkerIds: avoid } } : prompt, hooks);
       } catch (error) {
         // Once only: a request that itself brings its worker down (a native crash on some
         // input) takes at most two workers with it, never every one in turn.
-        const canRetry = error instanceof NotStartedError && job.pinnedWorkerId === undefined && attempt < MAX_FAILOVERS;
+        const canRetry = error instanceof NotStartedError && job.pinnedWorkerId === undefined && attempt < MAX_FAILOVERS && this.hasOtherWorker(prompt, error);
         if (!canRetry) throw error instanceof NotStartedError ? error.cause : error;
+        if (error.stalled) avoid.push(error.workerId);
         this.failovers++;
         this.deps.observer.failover?.(error.workerId);
       }
     }
   }
 
+  /** Whether a live worker other than the failed one serves the model (a dead one is out already; a stalled one is avoided). */
+  private hasOtherWorker(prompt: PreparedPrompt, error: NotStartedError): boolean {
+    if (!error.stalled) return true;
+    return this.deps.scheduler.views().some((view) => view.alive && view.modelId === prompt.request.modelId && view.id !== error.workerId);
+  }
+
   /**
    * A ticket for the request: at once, or after waiting its turn for a place. A request
    * pinned to one worker does not wait: it would hold up the line for places elsewhere.
    */
-  private place(job: CompletionJob, request: PreparedPrompt["request"]): Promise<PlacementTicket> {
-    const { fleet, scheduler, queue, maxQueueWaitMs } = this.deps;
-    if (job.pinnedWorkerId !== undefined) return Promise.resolve(placeOrRefuse(scheduler, fleet, request, job.pinnedWorkerId));
-    return queue.place(request.modelId, () => placeUnlessFull(scheduler, fleet, request, undefined), {
+  private async place(job: CompletionJob, request: PreparedPrompt["request"]): Promise<PlacementTicket> {
+    const { fleet, scheduler, queue, maxQueueWaitMs, sessions } = this.deps;
+    if (job.pinnedWorkerId !== undefined) return placeOrRefuse(scheduler, fleet, request, job.pinnedWorkerId);
+    const sessionId = sessions ? request.sessionId : undefined;
+    if (sessions && sessionId !== undefined) {
+      // Another router may have served this session since: where it went last decides.
+      const url = await sessions.lookup(sessionId);
+      const workerId = url === undefined ? undefined : fleet.workerAt(request.modelId, url);
+      if (workerId !== undefined) scheduler.rememberSession(sessionId, workerId);
+    }
+    const ticket = await queue.place(request.modelId, () => placeUnlessFull(scheduler, fleet, request, undefined), {
       maxWaitMs: maxQueueWaitMs,
       ...(job.signal ? { signal: job.signal } : {}),
       refuse: () => queueFull(fleet, request.modelId, undefined, maxQueueWaitMs),
     });
+    const url = fleet.get(ticket.workerId)?.engine.url;
+    if (sessions && sessionId !== undefined && url !== undefined) sessions.record(sessionId, url);
+    return ticket;
   }
 
   private async runOnce(job: CompletionJob, { tokens, maxTokens, request }: PreparedPrompt, hooks: ChatHooks): Promise<ChatOutcome> {
@@ -111,6 +135,11 @@ export class Dispatcher {
       return { ...result, workerId: ticket.workerId, placement: ticket.placement };
     } catch (error) {
       const failed = clientErrorOf(error, ticket.workerId, job);
+      if (error instanceof FirstByteTimeoutError) {
+        // Up (it answers its health checks) but silent on this request: its fault, not a death.
+        this.deps.breakers?.failed(ticket.workerId, failed.message);
+        throw new NotStartedError(failed, ticket.workerId, true);
+      }
       if (!(error instanceof WorkerDiedError)) {
         // The worker's fault (a 5xx: not the client's, and not a death, which the fleet handles).
         if (failed.status >= 500) this.deps.breakers?.failed(ticket.workerId, failed.message);
@@ -150,11 +179,13 @@ export class Dispatcher {
   }
 }
 
-/** A request whose worker died before any of its answer reached the client: safe to place again. */
+/** A request whose worker died, or stalled, before any of its answer reached the client: safe to place again. */
 class NotStartedError extends Error {
   constructor(
     override readonly cause: ServingError,
     readonly workerId: string,
+    /** The engine is up but sent nothing in its first-byte timeout: the next placement avoids it. */
+    readonly stalled = false,
   ) {
     super(cause.message);
   }

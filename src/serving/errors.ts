@@ -22,6 +22,8 @@ export const ERROR_CATALOGUE = {
   queue_full: { status: 429, type: "rate_limit_error" },
   no_live_worker: { status: 503, type: "service_unavailable_error" },
   deadline_exceeded: { status: 504, type: "timeout_error" },
+  /** An engine elsewhere sent nothing in its first-byte timeout and no other worker could take the request. */
+  engine_timeout: { status: 504, type: "timeout_error" },
   /** The client went away before an answer: logged and counted, never sent (nobody reads it). */
   cancelled: { status: 499, type: "invalid_request_error" },
   worker_failed: { status: 500, type: "server_error" },

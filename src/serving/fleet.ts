@@ -203,6 +203,12 @@ export class Fleet {
     return this.byId.get(workerId);
   }
 
+  /** The worker of the model whose engine is at `url` (a remote engine), if any. */
+  workerAt(modelId: string, url: string): string | undefined {
+    const wanted = url.replace(/\/+$/, "");
+    return this.workers.find((worker) => worker.modelId === modelId && !worker.retired && worker.engine.url?.replace(/\/+$/, "") === wanted)?.engine.id;
+  }
+
   workerIds(modelId: string): string[] {
     return this.workers.filter((worker) => worker.modelId === modelId).map((worker) => worker.engine.id);
   }
@@ -296,11 +302,21 @@ export function hasStarted(worker: FleetWorker): boolean {
   return worker.engine.info !== undefined;
 }
 
+/** How long a remote engine's generation waits for its first byte when its entry sets no firstByteTimeoutS. */
+const DEFAULT_FIRST_BYTE_TIMEOUT_S = 60;
+
 /** The engine of one planned worker: a remote llama-server or Radixgate host, a llama-server process, or node-llama-cpp. */
 async function engineFor(init: WorkerInit, model: ModelConfig, plan: WorkerPlan, services: EngineServices): Promise<WorkerEngine> {
   const remote = plan.remote;
+  const firstByteS = remote?.firstByteTimeoutS ?? DEFAULT_FIRST_BYTE_TIMEOUT_S;
+  const firstByte = firstByteS > 0 ? { firstByteTimeoutMs: firstByteS * 1000 } : {};
   if (remote?.kind === "radixgate") {
-    return new RadixgateEngine(init, { url: remote.url, model: remote.model ?? model.id, ...(remote.apiKey !== undefined ? { apiKey: remote.apiKey } : {}) });
+    return new RadixgateEngine(init, {
+      url: remote.url,
+      model: remote.model ?? model.id,
+      ...(remote.apiKey !== undefined ? { apiKey: remote.apiKey } : {}),
+      ...firstByte,
+    });
   }
   if (remote?.kind === "openai") {
     return new OpenAIEngine(init, {
@@ -309,9 +325,10 @@ async function engineFor(init: WorkerInit, model: ModelConfig, plan: WorkerPlan,
       slots: remote.slots ?? model.slots,
       cacheTtlMs: (remote.cacheTtlS ?? 300) * 1000,
       ...(remote.apiKey !== undefined ? { apiKey: remote.apiKey } : {}),
+      ...firstByte,
     });
   }
-  if (remote !== undefined) return new LlamaServerEngine(init, { binary: "", url: remote.url, ...services });
+  if (remote !== undefined) return new LlamaServerEngine(init, { binary: "", url: remote.url, ...firstByte, ...services });
   if (model.engine === "llama-server") {
     return new LlamaServerEngine(init, {
       binary: await findLlamaServer(model.llamaServer.binary || undefined),

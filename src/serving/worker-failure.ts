@@ -1,6 +1,6 @@
 // A worker's failure on a request, as the error its client gets. The engine hands over
 // typed errors (engine/host/worker-errors.ts), so the mapping is by class, never by text.
-import { EngineRefusalError, ResponseFormatError, UnsupportedOnEngineError, WorkerDiedError } from "../engine/host/worker-errors.js";
+import { EngineRefusalError, FirstByteTimeoutError, ResponseFormatError, UnsupportedOnEngineError, WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { CompletionJob } from "./completion-job.js";
 import { ERROR_CATALOGUE, type ErrorCode, ServingError } from "./errors.js";
 
@@ -9,6 +9,12 @@ export function clientErrorOf(error: unknown, workerId: string, job: Pick<Comple
     return new ServingError(
       "worker_failed",
       `Worker ${workerId} stopped while generating this request (request ${job.requestId}: ${error.message}); it is being restarted. Retry the request.`,
+    );
+  }
+  if (error instanceof FirstByteTimeoutError) {
+    return new ServingError(
+      "engine_timeout",
+      `Worker ${workerId} sent no byte of its answer in time (request ${job.requestId}: ${error.message}); no other worker could take the request. Retry it, or raise the remote engine's firstByteTimeoutS.`,
     );
   }
   if (error instanceof ResponseFormatError) {

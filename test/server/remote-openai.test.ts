@@ -4,13 +4,9 @@
 // follows the router's own placements, so a conversation's next turn goes where its last one
 // went, and a prompt nobody asked for within the TTL leaves the tree. A server that dies costs
 // no request that had not received a token.
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findLlamaServer } from "../../src/engine/llama-server/binary.js";
-import { LlamaServerProcess, llamaServerArgs } from "../../src/engine/llama-server/server-process.js";
-import { ensureModel } from "../../src/presets/make-model.js";
+import type { LlamaServerProcess } from "../../src/engine/llama-server/server-process.js";
+import { startLlamaServers } from "../helpers/remote-engines.js";
 import { healthOf, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 import { streamChat, type StreamSeen } from "../helpers/stream-chat.js";
 import { until } from "../helpers/until.js";
@@ -20,19 +16,7 @@ describe("OpenAI-compatible servers behind a router", () => {
   let router: TestServer;
 
   beforeAll(async () => {
-    const modelPath = await ensureModel("tiny");
-    const binary = await findLlamaServer(undefined);
-    for (let i = 0; i < 2; i++) {
-      servers.push(
-        await LlamaServerProcess.start({
-          binary,
-          args: [
-            ...llamaServerArgs({ modelPath, slots: 2, contextPerSlot: 2048, batchSize: 512, threads: 1, gpu: false }),
-            ...["--cache-ram", "0", "--slot-save-path", mkdtempSync(join(tmpdir(), "radixgate-openai-"))],
-          ],
-        }),
-      );
-    }
+    servers.push(...(await startLlamaServers(2)));
     router = await startTestServer({
       workers: 0,
       remoteEntries: servers.map((server) => ({ kind: "openai", url: server.baseURL, slots: 2, cacheTtlS: 2 })),

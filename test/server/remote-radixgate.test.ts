@@ -8,22 +8,14 @@
 // back when it answers again.
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify as stringifyYaml } from "yaml";
+import { freePort } from "../helpers/remote-engines.js";
 import { healthOf, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 import { streamChat, type StreamSeen } from "../helpers/stream-chat.js";
 import { until } from "../helpers/until.js";
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A Radixgate host in a process of its own (so that it can be killed for real), on `port`. */
 async function startHost(port: number): Promise<ChildProcess> {

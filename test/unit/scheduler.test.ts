@@ -447,3 +447,27 @@ describe("load reported by a worker that other routers share, and a worker held 
     expect(scheduler.place({ ...prompt, tokens: [...prompt.tokens, 9] })!.workerId).toBe(holder);
   });
 });
+
+describe("placing again after an engine stayed silent, and a session another router placed", () => {
+  it("never places on a worker the request avoids, even the one holding its prefix", () => {
+    const { scheduler, serve } = harness("preble");
+    const prompt = single(8, 200);
+    const holder = serve(prompt)!;
+    const other = holder === "w0" ? "w1" : "w0";
+    const next = { ...prompt, tokens: [...prompt.tokens, 4, 5] };
+    expect(scheduler.place({ ...next, avoidWorkerIds: [holder] })!.workerId).toBe(other);
+    // Avoiding every worker leaves no place.
+    expect(scheduler.place({ ...next, avoidWorkerIds: ["w0", "w1"] })).toBeUndefined();
+  });
+
+  it("sends a session's request to the worker another router served it on, as the shared store says", () => {
+    const { scheduler } = harness("roundrobin");
+    const request = { ...single(9), sessionId: "s-1" };
+    // Alone, roundrobin would start at w0.
+    scheduler.rememberSession("s-1", "w1");
+    expect(scheduler.place(request)).toMatchObject({ workerId: "w1", placement: { reason: "session" } });
+    // A worker this scheduler does not have is ignored.
+    scheduler.rememberSession("s-2", "w9");
+    expect(scheduler.place({ ...single(10), sessionId: "s-2" })!.placement.reason).toBe("roundrobin");
+  });
+});

@@ -40,6 +40,15 @@ export class EngineRefusalError extends Error {
   }
 }
 
+/**
+ * An engine elsewhere sent no byte of its answer within its first-byte timeout (remote
+ * `firstByteTimeoutMs`): the connection was closed, which drops the request there. Nothing
+ * reached the client, so the request may run on another engine.
+ */
+export class FirstByteTimeoutError extends Error {
+  override name = "FirstByteTimeoutError";
+}
+
 /** Any other failure of a task in the worker. */
 export class WorkerTaskError extends Error {
   override name = "WorkerTaskError";

@@ -25,7 +25,7 @@ import type { CachePrecision, GenerateHooks, Isolation, WorkerEngine } from "../
 import { completionBody, readCompletionStream, type CompletionEnd } from "./completion-request.js";
 import { jsonOf, send, textOf } from "../remote/http-client.js";
 import { profileOverHttp } from "./profile.js";
-import { HttpEngineBase, openConnection, type SlottedLife, statsOfSlots } from "../remote/engine-base.js";
+import { HttpEngineBase, type SlottedLife, statsOfSlots } from "../remote/engine-base.js";
 import { checkSameModel, type ServedModelShape } from "./model-check.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
 import { LlamaServerProcess, llamaServerArgs } from "./server-process.js";
@@ -41,6 +41,8 @@ export interface LlamaServerEngineOptions {
   binary: string;
   /** A llama-server already running there: use it instead of starting one. */
   url?: string;
+  /** With `url`: how long a generation waits for the first byte of its answer (default: as long as it takes). */
+  firstByteTimeoutMs?: number;
   /** How a remote server is health-checked. */
   watch?: RemoteWatch;
   /** Extra environment, e.g. CUDA_VISIBLE_DEVICES=1 to pin it to one GPU. */
@@ -68,7 +70,13 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
     init: WorkerInit,
     private readonly options: LlamaServerEngineOptions,
   ) {
-    super(init, "llama-server engine", options.url !== undefined ? { url: options.url } : {});
+    super(
+      init,
+      "llama-server engine",
+      options.url !== undefined
+        ? { url: options.url, ...(options.firstByteTimeoutMs !== undefined ? { firstByteTimeoutMs: options.firstByteTimeoutMs } : {}) }
+        : {},
+    );
     this.isolation = options.url !== undefined ? "remote" : "process";
   }
 
@@ -169,7 +177,7 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
     // llama-server evaluates at least the last prompt token again, whatever it holds.
     const predictedCached = Math.min(commonPrefixLength(life.held[slot]!, tokens), Math.max(0, tokens.length - 1));
     hooks.onStarted?.({ type: "started", slot, cachedTokens: predictedCached, queueMs: startedAt - queuedAt, restoredTokens: 0 });
-    const { abort, release } = openConnection(life.running, hooks.signal);
+    const { abort, release, answered } = this.openGeneration(life, hooks.signal);
     const generated: number[] = [];
     const texts: string[] = [];
     const logprobs: TokenLogprob[] = [];
@@ -177,8 +185,12 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
     let end: CompletionEnd | undefined;
     try {
       const response = await send(`${life.server.baseURL}/completion`, "POST", body, abort.signal);
-      if (response.status !== 200) throw refusalOf(response.status, await textOf(response), sampling);
+      if (response.status !== 200) {
+        answered();
+        throw refusalOf(response.status, await textOf(response), sampling);
+      }
       end = await readCompletionStream(response.body, sampling.logprobs, (piece) => {
+        answered();
         firstPieceAt ??= performance.now();
         generated.push(...piece.tokens);
         this.decodedTokens += piece.tokens.length;

@@ -16,7 +16,7 @@ import { UnsupportedOnEngineError, WorkerDiedError, WorkerTaskError } from "../h
 import type { CachePrecision, CacheReports, GenerateHooks, Isolation, WorkerEngine } from "../host/worker-engine.js";
 import { send, sseEvents, textOf } from "../remote/http-client.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
-import { HttpEngineBase, openConnection, type SlottedLife, statsOfSlots } from "../remote/engine-base.js";
+import { HttpEngineBase, type SlottedLife, statsOfSlots } from "../remote/engine-base.js";
 import { refusalOf } from "../remote/refusal.js";
 
 export interface OpenAIEngineOptions {
@@ -30,6 +30,8 @@ export interface OpenAIEngineOptions {
   /** A virtual slot idle this long is taken as evicted by the server. */
   cacheTtlMs: number;
   watch?: RemoteWatch;
+  /** How long a generation waits for the first byte of its answer (default: as long as it takes). */
+  firstByteTimeoutMs?: number;
 }
 
 type Life = SlottedLife;
@@ -142,7 +144,7 @@ export class OpenAIEngine extends HttpEngineBase<Life> implements WorkerEngine {
     const startedAt = performance.now();
     const predictedCached = commonPrefixLength(life.held[slot]!, tokens);
     hooks.onStarted?.({ type: "started", slot, cachedTokens: predictedCached, queueMs: startedAt - queuedAt, restoredTokens: 0 });
-    const { abort, release } = openConnection(life.running, hooks.signal);
+    const { abort, release, answered } = this.openGeneration(life, hooks.signal);
     const texts: string[] = [];
     let pieces = 0;
     let firstPieceAt: number | undefined;
@@ -160,8 +162,12 @@ export class OpenAIEngine extends HttpEngineBase<Life> implements WorkerEngine {
           "x-request-id": requestId,
         },
       );
-      if (response.status !== 200) throw refusalOf(response.status, await textOf(response), `the OpenAI-compatible server at ${life.server.baseURL}`);
+      if (response.status !== 200) {
+        answered();
+        throw refusalOf(response.status, await textOf(response), `the OpenAI-compatible server at ${life.server.baseURL}`);
+      }
       for await (const data of sseEvents(response.body)) {
+        answered();
         if (data === "[DONE]") break;
         const chunk = JSON.parse(data) as CompletionChunk;
         if (chunk.error)

@@ -20,7 +20,7 @@ import type { CachePrecision, CacheReports, GenerateHooks, Isolation, WorkerEngi
 import { send, sseEvents, textOf } from "../remote/http-client.js";
 import { refusalOf } from "../remote/refusal.js";
 import { RemoteHost, type RemoteWatch } from "../remote/remote-host.js";
-import { type EngineLife, HttpEngineBase, openConnection } from "../remote/engine-base.js";
+import { type EngineLife, HttpEngineBase } from "../remote/engine-base.js";
 import { HostMirror, hostEvents, layoutOf, type HostEvent, type HostWorkerSnapshot } from "./host-events.js";
 
 /** No byte on the event stream for this long (the host sends one every 2 s): the host is lost. */
@@ -33,6 +33,8 @@ export interface RadixgateEngineOptions {
   /** Sent as `Authorization: Bearer <key>` when the host wants an API key. */
   apiKey?: string;
   watch?: RemoteWatch;
+  /** How long a generation waits for the first byte of its answer (default: as long as it takes). */
+  firstByteTimeoutMs?: number;
 }
 
 interface Life extends EngineLife {
@@ -141,7 +143,7 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
     if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
     const queuedAt = performance.now();
     if (hooks.signal?.aborted) return this.count(cancelledInQueue(tokens.length, 0));
-    const { abort, release } = openConnection(life.running, hooks.signal);
+    const { abort, release, answered } = this.openGeneration(life, hooks.signal);
     this.began();
     let started = false;
     let slot = -1;
@@ -156,9 +158,11 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
       );
       const text =
         response.status !== 200 || !String(response.body.headers["content-type"]).startsWith("text/event-stream") ? await textOf(response) : undefined;
+      if (text !== undefined) answered();
       if (response.status !== 200) throw refusalOf(response.status, text!, `the Radixgate host at ${life.server.baseURL}`);
       if (text !== undefined) return this.count({ ...(JSON.parse(text) as { result: GenerationResult }).result, slot: -1 });
       for await (const data of sseEvents(response.body)) {
+        answered();
         const event = JSON.parse(data) as GenerateEvent;
         switch (event.type) {
           case "started":

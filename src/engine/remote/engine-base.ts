@@ -6,7 +6,7 @@ import type { FinishReason, GenerationResult } from "../../contract/generation.j
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import type { EngineEndpoint } from "./endpoint.js";
 import type { ExportResult, ImportResult, LoadResult, SlotReport, WorkerInit, WorkerStats } from "../wire/protocol.js";
-import { EngineRefusalError, ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
+import { EngineRefusalError, FirstByteTimeoutError, ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
 
 /** One run of the engine: where its requests go, and when it was lost. */
@@ -43,8 +43,11 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
     readonly init: WorkerInit,
     /** What it is, for messages: "llama-server engine", "a Radixgate host". */
     private readonly label: string,
-    /** A server elsewhere: where, and the key it wants (none for a server this host starts). */
-    private readonly remote: { url?: string; apiKey?: string } = {},
+    /**
+     * A server elsewhere: where, the key it wants (none for a server this host starts), and how
+     * long a generation may wait for the first byte of its answer (none: as long as it takes).
+     */
+    private readonly remote: { url?: string; apiKey?: string; firstByteTimeoutMs?: number } = {},
   ) {}
 
   get id(): string {
@@ -93,6 +96,34 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
   protected count(result: GenerationResult): GenerationResult {
     this.finished[result.finishReason]++;
     return result;
+  }
+
+  /**
+   * The connection of one generation on `life` (openConnection), which `answered()` must be
+   * told of once the first byte of the answer is in (an event, a refusal): with a first-byte
+   * timeout, a generation that has none by then is closed with a FirstByteTimeoutError. An
+   * engine that answers its health checks but stalls one request would otherwise hold it
+   * until the request's own deadline, past the point where another engine could still take it.
+   */
+  protected openGeneration(life: EngineLife, signal: AbortSignal | undefined): { abort: AbortController; release(): void; answered(): void } {
+    const connection = openConnection(life.running, signal);
+    const limitMs = this.remote.firstByteTimeoutMs;
+    if (limitMs === undefined) return { ...connection, answered: () => undefined };
+    const timer = setTimeout(() => {
+      connection.abort.abort(
+        new FirstByteTimeoutError(
+          `${this.id}: ${life.server.baseURL} sent no byte of its answer in ${limitMs} ms (firstByteTimeoutMs); the request was dropped there`,
+        ),
+      );
+    }, limitMs);
+    return {
+      abort: connection.abort,
+      answered: () => clearTimeout(timer),
+      release: () => {
+        clearTimeout(timer);
+        connection.release();
+      },
+    };
   }
 
   /** Prefix copies to or from it are not made: the policy's copy then costs only its try. */
@@ -144,13 +175,14 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
 
   /**
    * What a generation whose connection failed throws: the engine's own typed errors as they
-   * are; a WorkerDiedError when the run was lost under it, or when the server turns out gone
+   * are; a WorkerDiedError when the run was lost under it, a FirstByteTimeoutError when its
+   * first byte did not come in time, a WorkerDiedError when the server turns out gone
    * (`confirmLost`: a dropped connection is a death only then); else a WorkerTaskError saying
    * `what` failed. undefined when the client cancelled it (the caller answers "cancelled").
    */
   protected async connectionFailure(error: unknown, life: EngineLife, abort: AbortController, what: string): Promise<Error | undefined> {
     if (error instanceof WorkerTaskError || error instanceof EngineRefusalError || error instanceof ResponseFormatError) return error;
-    if (abort.signal.reason instanceof WorkerDiedError) return abort.signal.reason;
+    if (abort.signal.reason instanceof WorkerDiedError || abort.signal.reason instanceof FirstByteTimeoutError) return abort.signal.reason;
     if (abort.signal.aborted) return undefined;
     if ((await life.server.confirmLost()) || life.dead) return new WorkerDiedError(`${this.id}: ${life.lostReason ?? "its server stopped answering"}`);
     return new WorkerTaskError(`${what}: ${(error as Error).message}`);

@@ -28,16 +28,21 @@ export class Sessions {
   /** The request's session was just placed on the worker: it moves to the back of the map;
    *  from the front, sessions beyond the cap or idle past the TTL go (stops at the first one kept). */
   served(request: PlacementRequest, workerId: string, now: number): void {
-    if (request.sessionId === undefined || !this.settings.sessionPinning) return;
+    if (request.sessionId !== undefined) this.remember(request.sessionId, workerId, now);
+  }
+
+  /** The session is on `workerId` as of `now` (served here, or by another router as a shared store says). */
+  remember(sessionId: string, workerId: string, now: number): void {
+    if (!this.settings.sessionPinning) return;
     const sessions = this.byId;
-    const session = sessions.get(request.sessionId);
+    const session = sessions.get(sessionId);
     if (session) {
-      sessions.delete(request.sessionId);
+      sessions.delete(sessionId);
       session.workerId = workerId;
       session.lastSeen = now;
-      sessions.set(request.sessionId, session);
+      sessions.set(sessionId, session);
     } else {
-      sessions.set(request.sessionId, { workerId, lastSeen: now });
+      sessions.set(sessionId, { workerId, lastSeen: now });
     }
     for (const [id, oldest] of sessions) {
       if (sessions.size <= this.settings.maxSessions && now - oldest.lastSeen <= this.settings.sessionTtlMs) break;
