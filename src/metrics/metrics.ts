@@ -34,6 +34,7 @@ export class Metrics implements ServingObserver {
   private readonly replications: Counter;
   private readonly copies: Counter<"outcome">;
   private readonly failovers: Counter<"worker">;
+  private sessionStore: Pick<SharedSessions, "counts"> | undefined;
 
   constructor(fleet: Fleet, scheduler: GlobalScheduler) {
     const registers = [this.registry];
@@ -168,6 +169,19 @@ export class Metrics implements ServingObserver {
     byWorker("radixgate_worker_kv_tokens", "KV tokens the global tree sees the worker holding.", (view) => view.kvTokens);
     byWorker("radixgate_worker_kv_capacity_tokens", "KV capacity of the worker in tokens (slots x context).", (view) => view.kvCapacityTokens);
     byWorker("radixgate_worker_alive", "1 while the worker is up.", (view) => (view.alive ? 1 : 0));
+    const metrics = this;
+    new Gauge({
+      name: "radixgate_session_store_lookups_total",
+      help: "Lookups of a session in the store shared with other routers (scheduler.sessionStore): hit, miss, or failed (unreachable, too slow; failed records too). 0 without a store.",
+      labelNames: ["outcome"],
+      registers,
+      collect() {
+        const counts = metrics.sessionStore?.counts ?? { hits: 0, misses: 0, failures: 0 };
+        this.set({ outcome: "hit" }, counts.hits);
+        this.set({ outcome: "miss" }, counts.misses);
+        this.set({ outcome: "failed" }, counts.failures);
+      },
+    });
     new Gauge({
       name: "radixgate_worker_restarts_total",
       help: "Restarts of the worker after it died.",
@@ -219,19 +233,9 @@ export class Metrics implements ServingObserver {
     }
   }
 
-  /** Counts the lookups of the sessions shared with other routers (scheduler.sessionStore), by outcome. */
+  /** The store of sessions shared with other routers (scheduler.sessionStore), whose lookups the metrics count. */
   followSessionStore(sessions: Pick<SharedSessions, "counts">): void {
-    new Gauge({
-      name: "radixgate_session_store_lookups_total",
-      help: "Lookups of a session in the store shared with other routers: hit, miss, or failed (unreachable, too slow; also failed records).",
-      labelNames: ["outcome"],
-      registers: [this.registry],
-      collect() {
-        this.set({ outcome: "hit" }, sessions.counts.hits);
-        this.set({ outcome: "miss" }, sessions.counts.misses);
-        this.set({ outcome: "failed" }, sessions.counts.failures);
-      },
-    });
+    this.sessionStore = sessions;
   }
 
   restoreFailed(workerId: string): void {
