@@ -45,6 +45,13 @@ export interface LatencyEntry {
   e2eP99Ms: number;
 }
 
+/** An earlier run's capacities (its sim.json), to show beside a new run's. */
+export interface CapacityBaseline {
+  file: string;
+  commit: string;
+  capacity: readonly CapacityEntry[];
+}
+
 export interface CapacityReport {
   capacity: CapacityEntry[];
   latency: LatencyEntry[];
@@ -100,7 +107,7 @@ export async function capacityAtSlo(
       for (const policy of policies) {
         // Rounded so the report's load column reads as a number, not a float's tail.
         const arm = await runArm(fleet, Number((fraction * roundrobin).toFixed(4)), policy);
-        report.arms.push(arm);
+        report.arms.push({ ...arm, loadOfRoundrobinCapacity: fraction });
         const { ttftMs, e2eMs } = arm.summary;
         report.latency.push({
           workload: fleet.name,
@@ -136,12 +143,41 @@ function atCapacityOf(arm: ArmRecord): NonNullable<CapacityEntry["atCapacity"]> 
 const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const ratio = (value: number, other: number) => (other > 0 && Number.isFinite(value) ? `${fmt(value / other, 2)}x` : "-");
 
+/**
+ * The decision trace behind each fleet's tail: at roundrobin's capacity, for every policy, the
+ * slowest 1 % of its requests, by the reason they were placed for and where their time went.
+ */
+export function tailSection(arms: readonly ArmRecord[]): string[] {
+  const atCapacity = arms.filter((arm) => arm.loadOfRoundrobinCapacity === 1);
+  if (atCapacity.length === 0) return [];
+  const lines = [
+    "### Why the tail is slow: the slowest 1 % of each policy's requests at roundrobin's capacity",
+    "",
+    "For every fleet and policy, at the load of roundrobin's capacity: the requests at or above the arm's p99 TTFT, by the reason the policy placed them for (share of the tail), their mean wait on the worker before a slot took them, their mean prefill (slot to first token), their mean cached fraction, and the share of them one worker served. Long slot waits on one worker are a holder kept busy by its prefix; long prefills with little cached are misses.",
+    "",
+    "| workload | card x workers | policy | p99 TTFT | tail by reason | slot wait | prefill | cached | on one worker |",
+    "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: |",
+  ];
+  for (const arm of atCapacity) {
+    const tail = arm.summary.tail;
+    const reasons = Object.entries(tail.reasons)
+      .sort((a, b) => b[1] - a[1])
+      .map(([reason, count]) => `${reason} ${Math.round((100 * count) / Math.max(1, tail.n))}%`)
+      .join(", ");
+    lines.push(
+      `| ${arm.workload} | ${arm.gpu} x ${arm.workers} | ${arm.policy} | ${fmt(tail.fromTtftMs)} ms | ${reasons} | ${fmt(tail.slotWaitMs)} ms | ${fmt(tail.prefillMs)} ms | ${Math.round(100 * tail.cachedFraction)}% | ${Math.round(100 * tail.topWorkerShare)}% (${tail.topWorker}) |`,
+    );
+  }
+  lines.push("");
+  return lines;
+}
+
 /** Workloads whose target is preble >= 2x roundrobin and >= 1.25x the best published rule. */
 const AGENT_WORKLOADS = new Set(["preble-toolbench", "preble-alfworld", "agent-loops"]);
 const PUBLISHED_RULES = ["cache-aware", "dynamo", "llm-d"];
 
 /** The report's capacity section: the SLOs, capacity per policy with the targets, latency at fractions of roundrobin's capacity. */
-export function capacitySection(capacity: readonly CapacityEntry[], latency: readonly LatencyEntry[]): string[] {
+export function capacitySection(capacity: readonly CapacityEntry[], latency: readonly LatencyEntry[], baseline?: CapacityBaseline): string[] {
   const fleets = [...new Map(capacity.map((entry) => [`${entry.workload}|${entry.card}|${entry.workers}`, entry])).values()];
   const policies = [...new Set(capacity.map((entry) => entry.policy))];
   const of = (fleet: CapacityEntry, policy: string) =>
@@ -151,10 +187,30 @@ export function capacitySection(capacity: readonly CapacityEntry[], latency: rea
     "",
     "Capacity = the highest Poisson arrival rate (requests/s) at which p99 TTFT of the served requests stays within the workload's SLO (requests too long for any slot are refused at every load alike; the table counts them). " +
       "SLO = 10x the mean cold prefill of the workload's prompts on the card, fixed before any arm runs. Found by doubling the load from 0.25 x r0 until one load passes and twice it fails, then 8 bisection steps (capacity within 1/256 of that bracket); the column says how many arms each took.",
+    ...(baseline
+      ? [
+          "",
+          `Before: the same fleet's capacities in ${baseline.file} (commit ${baseline.commit}), preble's and the best other policy's, where that run had the fleet (same workload, card, workers and SLO; its seed and salt may differ).`,
+        ]
+      : []),
     "",
-    `| workload | card x workers | SLO p99 TTFT | too long | ${policies.map((policy) => `${policy} req/s`).join(" | ")} | preble / roundrobin | preble / best other | targets |`,
-    `| --- | --- | ---: | ---: | ${policies.map(() => "---:").join(" | ")} | ---: | ---: | --- |`,
+    `| workload | card x workers | SLO p99 TTFT | too long | ${policies.map((policy) => `${policy} req/s`).join(" | ")} | preble / roundrobin | preble / best other |${baseline ? " before: preble / best other |" : ""} targets |`,
+    `| --- | --- | ---: | ---: | ${policies.map(() => "---:").join(" | ")} | ---: | ---: |${baseline ? " --- |" : ""} --- |`,
   ];
+  const before = (fleet: CapacityEntry) => {
+    const entries = (baseline?.capacity ?? []).filter(
+      (entry) =>
+        entry.workload === fleet.workload &&
+        entry.card === fleet.card &&
+        entry.workers === fleet.workers &&
+        Math.abs(entry.sloTtftP99Ms - fleet.sloTtftP99Ms) < 1,
+    );
+    const preble = entries.find((entry) => entry.policy === "preble")?.ratePerS;
+    const others = entries.filter((entry) => entry.policy !== "preble").map((entry) => entry.ratePerS);
+    if (preble === undefined || others.length === 0) return " - |";
+    const best = Math.max(...others);
+    return ` ${fmt(preble, 2)} / ${fmt(best, 2)} (${ratio(preble, best)}) |`;
+  };
   for (const fleet of fleets) {
     const rate = (policy: string) => of(fleet, policy)?.ratePerS ?? Number.NaN;
     const preble = rate("preble");
@@ -172,7 +228,7 @@ export function capacitySection(capacity: readonly CapacityEntry[], latency: rea
     lines.push(
       `| ${fleet.workload} | ${fleet.card} x ${fleet.workers} | ${fmt(fleet.sloTtftP99Ms)} ms | ${fleet.refused} | ${policies
         .map((policy) => `${fmt(rate(policy), 2)} (${of(fleet, policy)?.probes ?? 0})`)
-        .join(" | ")} | ${ratio(preble, rate("roundrobin"))} | ${ratio(preble, bestOther)} | ${targets.join("; ")} |`,
+        .join(" | ")} | ${ratio(preble, rate("roundrobin"))} | ${ratio(preble, bestOther)} |${baseline ? before(fleet) : ""} ${targets.join("; ")} |`,
     );
   }
   lines.push(

@@ -57,6 +57,29 @@ export interface ArmSummary {
   rejections: number;
   reasons: Record<string, number>;
   copies: SimResult["copies"];
+  /** The decisions behind the slowest requests (those at or above the p99 TTFT). */
+  tail: TailSummary;
+}
+
+/**
+ * What the requests in the TTFT tail had in common: the reasons they were placed for, how long
+ * they waited on their worker before a slot took them, how long their prefill took, how much
+ * of their prompt was cached, and how many of them one worker served. A tail of "exploit" with
+ * long slot waits on one worker is a hot holder; of "explore" with long prefills, cold misses.
+ */
+export interface TailSummary {
+  /** The p99 TTFT the tail starts at, ms. */
+  fromTtftMs: number;
+  n: number;
+  /** Tail requests per placement reason. */
+  reasons: Record<string, number>;
+  /** Means over the tail: time from arrival to taking a slot (prefix copies excluded), and from there to the first token. */
+  slotWaitMs: number;
+  prefillMs: number;
+  cachedFraction: number;
+  /** The worker that served most of the tail, and its share of it. */
+  topWorker: string;
+  topWorkerShare: number;
 }
 
 /** Nearest-rank quantile of sorted values. */
@@ -126,5 +149,45 @@ export function summarize(result: SimResult): ArmSummary {
     rejections: result.rejections,
     reasons: result.reasons,
     copies: result.copies,
+    tail: tailOf(records),
+  };
+}
+
+export function tailOf(records: SimResult["records"]): TailSummary {
+  const fromTtftMs = quantile(
+    records.map((record) => record.ttftMs).sort((a, b) => a - b),
+    0.99,
+  );
+  const tail = records.filter((record) => record.ttftMs >= fromTtftMs);
+  const reasons: Record<string, number> = {};
+  const byWorker = new Map<string, number>();
+  let slotWaitMs = 0;
+  let prefillMs = 0;
+  let cachedFraction = 0;
+  for (const record of tail) {
+    reasons[record.reason] = (reasons[record.reason] ?? 0) + 1;
+    byWorker.set(record.workerId, (byWorker.get(record.workerId) ?? 0) + 1);
+    slotWaitMs += record.startMs - record.arrivalMs - record.copyMs;
+    prefillMs += record.firstTokenMs - record.startMs;
+    cachedFraction += record.cachedFraction;
+  }
+  let topWorker = "";
+  let top = 0;
+  for (const [worker, count] of byWorker) {
+    if (count > top) {
+      topWorker = worker;
+      top = count;
+    }
+  }
+  const n = Math.max(1, tail.length);
+  return {
+    fromTtftMs,
+    n: tail.length,
+    reasons,
+    slotWaitMs: slotWaitMs / n,
+    prefillMs: prefillMs / n,
+    cachedFraction: cachedFraction / n,
+    topWorker,
+    topWorkerShare: top / n,
   };
 }

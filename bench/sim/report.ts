@@ -1,7 +1,7 @@
 // The simulator's report: sim.json (everything), sim.md (tables, the headline ratios, the
 // charts) and one hand-written SVG per workload and fleet (mean TTFT and mean end-to-end
 // latency vs load, one line per policy, log scale).
-import { type CapacityEntry, capacitySection, type LatencyEntry } from "./capacity-run.js";
+import { type CapacityBaseline, type CapacityEntry, capacitySection, type LatencyEntry, tailSection } from "./capacity-run.js";
 import { gpuCard, GPU_NAMES, kvTokensOf } from "./hardware.js";
 import type { NetworkSpec } from "./network.js";
 import type { SimResult, WorkerSpec } from "./simulator.js";
@@ -25,6 +25,8 @@ export interface ArmRecord {
   network?: SimResult["network"];
   /** Per-request cached fractions, in request order (only with --per-request). */
   cachedFractions?: number[];
+  /** A latency arm of --capacity: its load as a fraction of roundrobin's capacity. */
+  loadOfRoundrobinCapacity?: number;
 }
 
 export interface SimReport {
@@ -56,6 +58,8 @@ export interface SimReport {
   /** With --capacity: each policy's capacity at the SLO, and latency at fractions of roundrobin's. */
   capacity?: CapacityEntry[];
   latency?: LatencyEntry[];
+  /** --baseline: the capacities of an earlier run (its commit and file), shown beside these. */
+  baseline?: CapacityBaseline;
   totalSeconds: number;
 }
 
@@ -215,7 +219,7 @@ export function markdown(report: SimReport): string {
   for (const [name, w] of Object.entries(report.workloads))
     lines.push(`- **${name}** (${w.requests} requests built${w.kind === "burst" ? ", cut per load" : ""}): ${w.describe}.`);
   // With --capacity, capacity at the SLO is the headline; the tables below are of its latency arms.
-  if (report.capacity && report.latency) lines.push("", ...capacitySection(report.capacity, report.latency));
+  if (report.capacity && report.latency) lines.push("", ...capacitySection(report.capacity, report.latency, report.baseline), ...tailSection(report.arms));
 
   const heads = report.headline.filter((h) => h.workload === "toolbench-zipf" || h.workload === "mooncake");
   if (heads.length > 0) {

@@ -4,7 +4,7 @@
 //     [--gpu a6000-mistral-7b|h100-llama3-70b|a6000-mistral-7b-idealised|h100-llama3-70b-idealised|cpu]
 //     [--time-model FILE] [--policies preble,cache-aware,roundrobin,shape] [--loads 0.25,0.5,0.75,1]
 //     [--seed 1] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N]
-//     [--capacity-tokens N] [--out DIR] [--per-request]
+//     [--capacity-tokens N] [--out DIR] [--per-request] [--capacity [--baseline FILE]]
 //     [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]]
 //
 // Defaults: ToolBench-Zipf and Mooncake on 4 A6000 workers as Radixgate runs them (KV cells per
@@ -21,21 +21,23 @@
 // state store's host memory per worker (GPU cards; 0 = none), `--capacity-tokens` the shared
 // pool (idealised cards only). Writes DIR/NAME.json, DIR/NAME.md and
 // DIR/NAME.<workload>-<gpu>-<N>w.svg (DIR: bench/results, NAME: --name, default sim). A progress line per arm on stderr.
+// `--baseline FILE` (with --capacity): an earlier run's NAME.json; the report shows its preble and
+// best-other capacities beside the new ones, fleet by fleet.
 // `--hosts`: more than one machine (bench/sim/network.ts): each fleet is hosts x gpus-per-host
 // engines (instead of --workers) behind --routers routers, with the network's one-way latency
 // and each machine's link bandwidth; --no-host-copies: routers never copy prefixes between
 // engines (as the real routers do with remote engines today). GPU cards only.
 import { gitCommit } from "../git-commit.js";
 import { randomInt } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
 import { terminalProgress } from "../../src/cli/progress.js";
 import { cpuSpec, DEFAULT_GPU, GPU_NAMES, gpuCard, gpuSpec, readTimeModelFile } from "./hardware.js";
 import { NETWORK_DEFAULTS, type NetworkSpec } from "./network.js";
-import { type CapacityReport, capacityAtSlo } from "./capacity-run.js";
+import { type CapacityBaseline, type CapacityReport, capacityAtSlo } from "./capacity-run.js";
 import { summarize } from "./metrics.js";
 import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
 import { simulate, type WorkerSpec } from "./simulator.js";
@@ -61,12 +63,14 @@ interface Args {
   capacity: boolean;
   /** File stem of the results: DIR/<name>.json, .md. */
   name: string;
+  /** An earlier run's sim.json whose capacities the report shows beside the new ones (--capacity). */
+  baseline: string | undefined;
   /** With --hosts: machines per fleet and the network between them (the card's KV bytes per token come with the card). */
   hosts: number[] | undefined;
   network: Omit<NetworkSpec, "kvBytesPerToken">;
 }
 
-const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity] [--name sim] [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
+const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity [--baseline FILE]] [--name sim] [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
 
 function parseArgs(argv: readonly string[]): Args {
   const known = new Set([
@@ -90,6 +94,7 @@ function parseArgs(argv: readonly string[]): Args {
     "--routers",
     "--latency-ms",
     "--bandwidth-gbps",
+    "--baseline",
   ]);
   const values = new Map<string, string>();
   let perRequest = false;
@@ -136,6 +141,7 @@ function parseArgs(argv: readonly string[]): Args {
   if (!values.has("--hosts") && (!hostCopies || networkFlags.some((flag) => values.has(flag))))
     throw new Error(`${[...networkFlags, "--no-host-copies"].join(", ")} describe the machines of --hosts; give --hosts too`);
   if (values.has("--hosts") && values.has("--workers")) throw new Error("--hosts sets each fleet's engines (hosts x --gpus-per-host); leave --workers out");
+  if (values.has("--baseline") && !capacity) throw new Error("--baseline compares capacities: give --capacity too");
   if (values.has("--hosts") && gpus.includes("cpu")) throw new Error("--hosts simulates GPU machines; --gpu cpu is one box");
   const number = (flag: string, fallback: number, integer: boolean) => (values.has(flag) ? positive(flag, values.get(flag)!, integer) : fallback);
   const saltRaw = values.get("--salt");
@@ -159,6 +165,7 @@ function parseArgs(argv: readonly string[]): Args {
     perRequest,
     capacity,
     name: stemOf(values.get("--name") ?? "sim"),
+    baseline: values.get("--baseline"),
     hosts: values.has("--hosts") ? list("--hosts", "").map((raw) => positive("--hosts", raw, true)) : undefined,
     network: {
       gpusPerHost: number("--gpus-per-host", NETWORK_DEFAULTS.gpusPerHost, true),
@@ -169,6 +176,13 @@ function parseArgs(argv: readonly string[]): Args {
       hostCopies,
     },
   };
+}
+
+/** The capacities of an earlier run's sim.json (--baseline). */
+function readBaseline(path: string): CapacityBaseline {
+  const report = JSON.parse(readFileSync(path, "utf8")) as Partial<SimReport>;
+  if (!Array.isArray(report.capacity)) throw new Error(`--baseline ${path}: no capacity list (a run of bench:sim --capacity writes one)`);
+  return { file: relative(process.cwd(), path), commit: report.commit ?? "unknown", capacity: report.capacity };
 }
 
 function stemOf(name: string): string {
@@ -247,6 +261,8 @@ async function runArm(fleet: Fleet, load: number, policy: string, args: Args, lo
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  // Read before the run, so that a bad file stops it at once.
+  const baseline = args.baseline === undefined ? undefined : readBaseline(args.baseline);
   const started = performance.now();
   const cpus = os.cpus();
   const machine = `${cpus[0]?.model ?? "unknown CPU"} x ${cpus.length}`;
@@ -317,6 +333,7 @@ async function main(): Promise<void> {
     arms,
     headline: headlines(arms),
     ...(capacity ? { capacity: capacity.capacity, latency: capacity.latency } : {}),
+    ...(baseline ? { baseline } : {}),
     totalSeconds: (performance.now() - started) / 1000,
   };
   mkdirSync(args.out, { recursive: true });

@@ -1,7 +1,6 @@
 // The global scheduler and every policy, driven by synthetic requests: no model, no I/O.
 import { describe, expect, it } from "vitest";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
-import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { createPolicy, POLICY_NAMES, type PolicyName, POLICY_DEFAULTS } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
 import type { PlacementRequest } from "../../src/scheduler/types.js";
@@ -225,12 +224,40 @@ describe("preble: E2", () => {
     const first = scheduler.place({ modelId: "m", tokens: prefix, messageCount: 1 }, "w0")!;
     scheduler.applyCacheEvent({ type: "slot-holds", workerId: "w0", slot: 0, tokens: prefix });
     first.finished({ ok: true, promptTokens: 500, cachedTokens: 0, completionTokens: 10, ttftMs: 50 });
-    // Lots of prefill work lands on w0 in the window (pinned placements of other prompts).
-    const held: PlacementTicket[] = [];
-    for (let i = 0; i < 6; i++) held.push(scheduler.place(single(700 + i, 400), "w0")!);
+    // Lots of prefill work lands on w0 in the window (pinned placements of other prompts),
+    // all of it done: w0 has no queue now (nothing to yield for), only its load in the window.
+    for (let i = 0; i < 6; i++) {
+      const other = scheduler.place(single(700 + i, 400), "w0")!;
+      other.started(1);
+      other.finished({ ok: true, promptTokens: 400, cachedTokens: 0, completionTokens: 10, ttftMs: 50 });
+    }
     const ticket = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(5, 50)], messageCount: 2 })!;
     expect(ticket.placement.reason).toBe("rebalance");
     expect(ticket.workerId).toBe("w1");
+  });
+
+  it("yields an exploit to another worker when the holder's queue would give the first token later", () => {
+    const { scheduler, serve } = harness("preble", ["w0", "w1"], { slots: 2 });
+    const prefix = tokens(21, 600);
+    const request = (i: number): PlacementRequest => ({ modelId: "m", tokens: [...prefix, ...tokens(800 + i, 40)], messageCount: 1 });
+    // Answers of 400 tokens: a slot turns over every 400 x 5 ms, a prefix of 600 is recomputed in 600 ms.
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 }, { completionTokens: 400 })!;
+    const other = holder === "w0" ? "w1" : "w0";
+    // While the holder has a free slot, the prefix keeps its requests there.
+    const running = [scheduler.place(request(0))!, scheduler.place(request(1))!];
+    for (const ticket of running) {
+      expect(ticket.workerId).toBe(holder);
+      expect(ticket.placement.reason).toBe("exploit");
+    }
+    // Both its slots taken and requests queued behind them: each more one waits a slot's
+    // turnover, longer than recomputing the prefix on the idle worker.
+    const queued = [scheduler.place(request(2))!, scheduler.place(request(3))!, scheduler.place(request(4))!];
+    const moved = queued.filter((ticket) => ticket.workerId === other);
+    expect(moved.length).toBeGreaterThan(0);
+    expect(moved[0]!.placement.reason).toBe("yield");
+    // Once the worker it yielded to holds the prefix too, its requests are exploits there.
+    const next = scheduler.place(request(5))!;
+    expect(next.placement.matchedTokens).toBeGreaterThanOrEqual(600);
   });
 
   it("replicates a hot prefix: the next request goes to a second worker with a copy action", () => {

@@ -1,10 +1,11 @@
 // preble: the E2 placement of Preble (ICLR 2025; WukLab/preble global_scheduler_with_time.py),
-// the default policy.
+// the default policy, with the queue its workers really have priced in.
 //
 // For a request of n prompt tokens, `matched` = the longest prefix any candidate worker
 // holds in its KV cache, `remaining` = n - matched.
 //   - Exploit when remaining < matched: the cache covers more than what is left to compute.
-//     Go to the cheapest of the workers holding that longest prefix.
+//     Go to the cheapest of the workers holding that longest prefix, unless another worker
+//     would give the request its first token sooner ("yield", below).
 //   - Explore otherwise: go to the worker with the lowest total cost.
 // Cost of a worker w, in milliseconds from w's own time model (M is only priced where it can
 // change the outcome; `costs` in the decision lists the workers that were fully priced):
@@ -13,7 +14,19 @@
 //      per token (expected output = median of the last 200 outputs, else max_tokens);
 //   M  eviction: the entries LRU would push out of w to fit this request, each priced as
 //      its future recompute = its requests in the window x its prefill time;
-//   P  this request's new prefill on w: prefill of (n - what w holds) at context n.
+//   P  this request's new prefill on w: prefill of (n - what w holds) at context n;
+//   W  the wait before that prefill can start, from w's queue now (not in Preble, whose
+//      workers batch hundreds of requests over one shared KV pool: ours run a fixed number of
+//      slots): the prefill of the prompts placed on w that no slot has taken yet, plus, when
+//      every slot is taken, the requests ahead of this one for a slot x the time one request
+//      holds a slot (expected output x decode ms per token) / slots.
+// Yield: W + P is the request's predicted time to first token on w. An exploit whose holder
+// predicts a later first token than some other worker goes to that worker instead. Without
+// it, the holder of a popular prefix (a Zipf head) kept every request of it, queued them
+// behind its few slots and left the other workers idle: on the simulated 32-card ToolBench-
+// Zipf fleet preble sustained 9 requests/s at the SLO against round robin's 30 (the
+// simulator's results, docs/simulator.md). The worker it yields to then holds the prefix
+// too, so a hot prefix spreads over as many workers as its load needs.
 // Load rebalancing: once there is enough history (historyPerWorker x workers placements in the
 // window), an exploit whose worker's load L is >= rebalanceRatio x the lightest
 // candidate's goes to the cheapest worker instead ("rebalance").
@@ -142,6 +155,8 @@ class TtftHistory {
 /** Candidates per decision, by index in the candidate list: reused scratch. */
 class Scratch {
   loads = new Float64Array(16);
+  /** W + P: the predicted time to first token. */
+  firstToken = new Float64Array(16);
   partial = new Float64Array(16);
   /** Full cost, NaN until priced in this decision. */
   cost = new Float64Array(16);
@@ -151,12 +166,25 @@ class Scratch {
     if (this.loads.length < n) {
       const size = Math.max(n, 2 * this.loads.length);
       this.loads = new Float64Array(size);
+      this.firstToken = new Float64Array(size);
       this.partial = new Float64Array(size);
       this.cost = new Float64Array(size);
       this.order = new Int32Array(size);
     }
     this.cost.fill(Number.NaN, 0, n);
   }
+}
+
+/**
+ * W: how long a request placed on `worker` now would wait before its prefill starts. The
+ * prompts queued there without a slot are evaluated first (their prefill, at least as long a
+ * context as this one's); and when every slot is taken, the requests beyond the slots
+ * (this one included) each wait for one to free: a slot turns over every `slotMs` / slots.
+ */
+function waitMs(worker: WorkerView, model: TimeModel, slotMs: number, n: number): number {
+  const queuedPrefill = worker.waitingPrefillTokens > 0 ? model.prefillMs(worker.waitingPrefillTokens, Math.max(n, worker.waitingPrefillTokens)) : 0;
+  const ahead = worker.inFlight - worker.slots + 1;
+  return queuedPrefill + (ahead > 0 ? (ahead * slotMs) / worker.slots : 0);
 }
 
 const ALL = 0;
@@ -180,18 +208,19 @@ export class PreblePolicy implements PlacementPolicy {
     let matched = 0;
     for (let i = 0; i < count; i++) matched = Math.max(matched, candidates[i]!.matchedTokens);
     const remaining = n - matched;
-    // L and P are cheap; M (simulated LRU eviction) is not, and it is never negative, so it is
-    // priced only for a worker whose L + P can still beat the best total found so far.
+    // L, P and W are cheap; M (simulated LRU eviction) is not, and it is never negative, so it is
+    // priced only for a worker whose L + P + W can still beat the best total found so far.
     const scratch = this.scratch;
     scratch.reset(count);
-    const { loads, partial } = scratch;
+    const { loads, firstToken, partial } = scratch;
     const expectedOutput = context.expectedOutputTokens(request);
     for (let i = 0; i < count; i++) {
       const worker = candidates[i]!;
       const model = context.timeModel(worker.id);
-      const decode = worker.inFlight * expectedOutput * model.decodeMsPerToken(n);
-      loads[i] = context.windowedPrefillMs(worker.id) + decode;
-      partial[i] = loads[i]! + model.prefillMs(n - worker.matchedTokens, n);
+      const slotMs = expectedOutput * model.decodeMsPerToken(n);
+      loads[i] = context.windowedPrefillMs(worker.id) + worker.inFlight * slotMs;
+      firstToken[i] = waitMs(worker, model, slotMs, n) + model.prefillMs(n - worker.matchedTokens, n);
+      partial[i] = loads[i]! + firstToken[i]!;
     }
     const costs: Record<string, number> = {};
     const prefixKey = this.prefixKey(context, matched);
@@ -213,6 +242,9 @@ export class PreblePolicy implements PlacementPolicy {
       return this.decide(target, "replicate", matched, costs, prefixKey, this.copyIfCheaper(request, candidates[source]!, target, matched, context));
     }
     const holder = this.cheapest(HOLDERS, matched, costs, candidates, request, context);
+    let soonest = holder;
+    for (let i = 0; i < count; i++) if (firstToken[i]! < firstToken[soonest]!) soonest = i;
+    if (soonest !== holder) return this.decide(candidates[soonest]!, "yield", matched, costs, prefixKey);
     const enoughHistory = context.placementsInWindow >= this.options.historyPerWorker * count;
     if (enoughHistory && loads[holder]! > 0) {
       let lightest = Infinity;
@@ -290,8 +322,8 @@ export class PreblePolicy implements PlacementPolicy {
 
   /**
    * Index of the cheapest worker of a group (all candidates, the holders of the longest
-   * prefix, or the others): by L + P first (stable: list order among equals), the full cost
-   * L + P + M for as long as L + P alone can still win; ties go to the earlier one in the
+   * prefix, or the others): by L + P + W first (stable: list order among equals), the full cost
+   * L + P + W + M for as long as L + P + W alone can still win; ties go to the earlier one in the
    * list. Every worker priced in full is entered in `costs` (once: its M does not change
    * within a decision).
    */
