@@ -6,6 +6,11 @@ import type { Fleet } from "./run.js";
 import { CAPACITY_DEFAULTS, findCapacity, sloTtftP99Ms } from "./capacity.js";
 import { coldPrefillRatePerS } from "./workloads.js";
 
+/** Sessions a closed-loop workload needs for its capacity to be a rate (see capacityAtSlo). */
+export const MIN_CAPACITY_SESSIONS = 400;
+/** Sample sizes of --capacity where they differ from the load grid's (run.ts): agent sessions, see MIN_CAPACITY_SESSIONS. */
+export const CAPACITY_SIZES: Partial<Record<string, number>> = { "agent-loops": 600 };
+
 /** Loads, as fractions of roundrobin's capacity, at which every policy's latency is reported. */
 export const LATENCY_LOADS = [0.5, 0.8, 1.0] as const;
 
@@ -69,9 +74,15 @@ export async function capacityAtSlo(
   const report: CapacityReport = { capacity: [], latency: [], arms: [] };
   for (const fleet of fleets) {
     if (fleet.sample.kind === "burst") throw new Error(`--capacity: ${fleet.name} is one burst with no arrival rate; leave it out`);
-    // Each session sends its next turn only after its previous answer: the sessions bound the
-    // requests in flight whatever the start rate, so p99 TTFT need not grow with it.
-    if (fleet.sample.kind === "sessions") throw new Error(`--capacity: ${fleet.name} is closed-loop sessions with no open arrival rate to raise; leave it out`);
+    // Agent sessions start at Poisson arrivals and send each next turn after their last answer:
+    // the start rate is the open rate raised (capacity counts their requests per second). A
+    // sample of few sessions is in flight all at once above some rate, and p99 TTFT then stops
+    // growing with it (60 sessions gave 810 requests/s): the search needs many more.
+    if (fleet.sample.kind === "sessions" && fleet.size < MIN_CAPACITY_SESSIONS) {
+      throw new Error(
+        `--capacity: ${fleet.name} has ${fleet.size} sessions; capacity needs at least ${MIN_CAPACITY_SESSIONS} (--requests), or the whole sample is in flight at once and p99 TTFT stops growing with the rate`,
+      );
+    }
     const r0PerS = coldPrefillRatePerS(fleet.sample.requests, fleet.spec, fleet.workers);
     const slo = sloTtftP99Ms(r0PerS, fleet.workers);
     const loads = new Map<string, number>();

@@ -17,7 +17,10 @@
 //   ~17.3k tokens, so 16384 would refuse some; llmd's 8200 rules out 8192); Mooncake's
 //   conversation trace runs to ~124k tokens and ~9% of its first 2000 records are longer than
 //   32768: those are refused (the report counts them). A context that fits all of Mooncake
-//   (131072) would leave one slot per A6000. `--context-size` in run.ts picks another.
+//   (131072) would leave one slot per A6000. `--context-size` in run.ts picks another;
+//   `--context-size fit` sizes the slots per workload, as an operator serving that workload
+//   alone would (fitContextSize: the smallest power of two holding its longest request), so a
+//   card of short prompts gets many more slots (ToolBench-Zipf: 53 slots of 4096).
 // - Decode: a step carries the next token of every generating sequence (full batches), and a
 //   GPU's decode is memory-bound: one decode cost per step ("shared").
 // - No context lock: a request given a used slot no longer waits for node-llama-cpp's context
@@ -73,6 +76,33 @@ export const DEFAULT_CONTEXT_SIZE = 32_768;
 
 const MISTRAL_7B = { nLayer: 32, nEmbd: 4096, nHead: 32, nHeadKv: 8 } as const;
 const LLAMA3_70B = { nLayer: 80, nEmbd: 8192, nHead: 64, nHeadKv: 8 } as const;
+
+/** Slots no smaller than this with --context-size fit. */
+const MIN_FITTED_CONTEXT = 1024;
+
+/**
+ * The context per slot an operator serving only this workload would give a worker: the smallest
+ * power of two that holds the longest request (prompt + output), between 1024 and
+ * DEFAULT_CONTEXT_SIZE (longer requests are then refused, as at the default). Smaller slots
+ * mean more of them in the same KV: more requests decoding together and more prompts held.
+ */
+export function fitContextSize(requests: readonly { tokens: readonly number[]; outputTokens: number }[]): number {
+  let longest = 0;
+  for (const request of requests) longest = Math.max(longest, request.tokens.length + Math.max(1, request.outputTokens));
+  let size = MIN_FITTED_CONTEXT;
+  while (size < longest && size < DEFAULT_CONTEXT_SIZE) size *= 2;
+  return size;
+}
+
+/** A card with fitted slots, named after its base card and context (report tables and chart files). */
+export function fittedCardName(gpu: string, contextSize: number): string {
+  return `${gpu}-ctx${contextSize}`;
+}
+
+/** The base card of a fitted card's name (the name itself otherwise). */
+export function baseCardName(name: string): string {
+  return name.replace(/-ctx\d+$/, "");
+}
 
 /** What one worker's GPUs hold: the arithmetic the card's slots come from. */
 export interface GpuCard {

@@ -2,7 +2,7 @@
 // charts) and one hand-written SVG per workload and fleet (mean TTFT and mean end-to-end
 // latency vs load, one line per policy, log scale).
 import { type CapacityBaseline, type CapacityEntry, capacitySection, type LatencyEntry, tailSection } from "./capacity-run.js";
-import { gpuCard, GPU_NAMES, kvTokensOf } from "./hardware.js";
+import { baseCardName, gpuCard, GPU_NAMES, kvTokensOf } from "./hardware.js";
 import type { NetworkSpec } from "./network.js";
 import type { SimResult, WorkerSpec } from "./simulator.js";
 import type { ArmSummary } from "./metrics.js";
@@ -181,7 +181,7 @@ export function markdown(report: SimReport): string {
   ];
   for (const [gpu, spec] of Object.entries(report.hardware)) {
     const t = spec.timeModel;
-    const held = GPU_NAMES.includes(gpu) ? ` (${fmt(kvTokensOf(gpuCard(gpu)))})` : "";
+    const held = GPU_NAMES.includes(baseCardName(gpu)) ? ` (${fmt(kvTokensOf(gpuCard(baseCardName(gpu))))})` : "";
     lines.push(
       `| ${gpu} | ${kvLayout(spec)} | ${spec.slots} | ${spec.maxSequenceTokens === undefined ? "whole pool" : fmt(spec.maxSequenceTokens)} | ${fmt(spec.capacityTokens)}${held} | ${spec.spill ? fmt(spec.spill.budgetTokens) : "none"} | ` +
         `${spec.decodeBatching === "per-sequence" ? "per sequence" : "per step"} | ${spec.batchTokens} | ${spec.chunkTokens} | ${spec.priorityGroups} / ${spec.quotaPerGroup} | ` +

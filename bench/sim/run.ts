@@ -3,7 +3,7 @@
 //   npx tsx bench/sim/run.ts [--workload toolbench-zipf,mooncake|all] [--workers 4[,2,8]]
 //     [--gpu a6000-mistral-7b|h100-llama3-70b|a6000-mistral-7b-idealised|h100-llama3-70b-idealised|cpu]
 //     [--time-model FILE] [--policies preble,cache-aware,roundrobin,shape] [--loads 0.25,0.5,0.75,1]
-//     [--seed 1] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N]
+//     [--seed 1] [--salt N] [--requests N] [--context-size N|fit] [--slots N] [--spill-bytes N]
 //     [--capacity-tokens N] [--out DIR] [--per-request] [--capacity [--baseline FILE]]
 //     [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]]
 //
@@ -17,7 +17,9 @@
 // calibration file from models/.calibration/, or bare coefficients). `--requests` sets the
 // sample size (sessions for agent-loops, prompts per worker at load 1 for cold-burst).
 // Card overrides: `--context-size` tokens per slot (GPU and cpu cards; on a GPU card the slots
-// follow from the KV), `--slots` (more than the KV holds is an error), `--spill-bytes` the
+// follow from the KV; `fit`: per workload, the smallest power of two that holds its longest
+// request, at most 32768, as an operator sizes slots for one workload; the card is then named
+// <gpu>-ctx<N>), `--slots` (more than the KV holds is an error), `--spill-bytes` the
 // state store's host memory per worker (GPU cards; 0 = none), `--capacity-tokens` the shared
 // pool (idealised cards only). Writes DIR/NAME.json, DIR/NAME.md and
 // DIR/NAME.<workload>-<gpu>-<N>w.svg (DIR: bench/results, NAME: --name, default sim). A progress line per arm on stderr.
@@ -35,9 +37,9 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
 import { terminalProgress } from "../../src/cli/progress.js";
-import { cpuSpec, DEFAULT_GPU, GPU_NAMES, gpuCard, gpuSpec, readTimeModelFile } from "./hardware.js";
+import { cpuSpec, DEFAULT_GPU, fitContextSize, fittedCardName, GPU_NAMES, gpuCard, gpuSpec, readTimeModelFile } from "./hardware.js";
 import { NETWORK_DEFAULTS, type NetworkSpec } from "./network.js";
-import { type CapacityBaseline, type CapacityReport, capacityAtSlo } from "./capacity-run.js";
+import { CAPACITY_SIZES, type CapacityBaseline, type CapacityReport, capacityAtSlo } from "./capacity-run.js";
 import { summarize } from "./metrics.js";
 import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
 import { simulate, type WorkerSpec } from "./simulator.js";
@@ -53,7 +55,8 @@ interface Args {
   seed: number;
   salt: number;
   requests: number | undefined;
-  contextSize: number | undefined;
+  /** Tokens per slot; "fit": per workload, the smallest power of two that holds its longest request (fitContextSize). */
+  contextSize: number | "fit" | undefined;
   slots: number | undefined;
   spillBytes: number | undefined;
   capacityTokens: number | undefined;
@@ -70,7 +73,7 @@ interface Args {
   network: Omit<NetworkSpec, "kvBytesPerToken">;
 }
 
-const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity [--baseline FILE]] [--name sim] [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
+const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity [--baseline FILE]] [--name sim] [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N|fit] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
 
 function parseArgs(argv: readonly string[]): Args {
   const known = new Set([
@@ -157,7 +160,7 @@ function parseArgs(argv: readonly string[]): Args {
     seed,
     salt,
     requests: optionalInt("--requests"),
-    contextSize: optionalInt("--context-size"),
+    contextSize: values.get("--context-size") === "fit" ? "fit" : optionalInt("--context-size"),
     slots: optionalInt("--slots"),
     spillBytes,
     capacityTokens: optionalInt("--capacity-tokens"),
@@ -185,14 +188,19 @@ function readBaseline(path: string): CapacityBaseline {
   return { file: relative(process.cwd(), path), commit: report.commit ?? "unknown", capacity: report.capacity };
 }
 
+/** A workload's sample size: --requests, else what capacity or the load grid needs of it. */
+function sizeOf(name: WorkloadName, args: Args): number {
+  return args.requests ?? (args.capacity ? CAPACITY_SIZES[name] : undefined) ?? DEFAULT_SIZES[name];
+}
+
 function stemOf(name: string): string {
   if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`--name needs a file stem of lowercase letters, digits and dashes, got ${name}`);
   return name;
 }
 
 /** The card with the command line's overrides (hardware.ts refuses those that do not apply, or do not fit). */
-function specOf(gpu: string, args: Args): WorkerSpec {
-  const { contextSize, slots, spillBytes, capacityTokens } = args;
+function specOf(gpu: string, args: Args, contextSize = args.contextSize === "fit" ? undefined : args.contextSize): WorkerSpec {
+  const { slots, spillBytes, capacityTokens } = args;
   if (gpu !== "cpu") return gpuSpec(gpu, { contextSize, slots, spillBytes, capacityTokens });
   if (spillBytes !== undefined || capacityTokens !== undefined)
     throw new Error("--gpu cpu: --spill-bytes and --capacity-tokens apply to GPU cards; the cpu card is slots x --context-size");
@@ -267,18 +275,25 @@ async function main(): Promise<void> {
   const cpus = os.cpus();
   const machine = `${cpus[0]?.model ?? "unknown CPU"} x ${cpus.length}`;
   const maxLoad = Math.max(...args.loads);
-  // Every card first, so that an override that does not fit stops the run before any arm.
-  const hardware: Record<string, WorkerSpec> = Object.fromEntries(args.gpus.map((gpu) => [gpu, specOf(gpu, args)]));
+  // Every card first, so that an override that does not fit stops the run before any arm
+  // (with --context-size fit, each workload's card is made with its first sample).
+  const hardware: Record<string, WorkerSpec> = args.contextSize === "fit" ? {} : Object.fromEntries(args.gpus.map((gpu) => [gpu, specOf(gpu, args)]));
   const workloadInfo: SimReport["workloads"] = {};
   const fleets: Fleet[] = [];
   for (const name of args.workloads) {
     for (const gpu of args.gpus) {
       const network = args.hosts ? { ...args.network, kvBytesPerToken: gpuCard(gpu).kvBytesPerToken } : undefined;
       for (const workers of args.hosts ? args.hosts.map((hosts) => hosts * args.network.gpusPerHost) : args.workers) {
-        const size = args.requests ?? DEFAULT_SIZES[name];
+        const size = sizeOf(name, args);
         const sample: WorkloadSample = buildWorkload(name, { seed: args.seed, salt: args.salt, size, workers, maxLoad });
         workloadInfo[name] = { describe: sample.describe, requests: sample.requests.length, kind: sample.kind };
-        fleets.push({ name, gpu, spec: hardware[gpu]!, workers, size, sample, ...(network ? { network } : {}) });
+        let card = gpu;
+        if (args.contextSize === "fit") {
+          const contextSize = fitContextSize(sample.requests);
+          card = fittedCardName(gpu, contextSize);
+          hardware[card] ??= specOf(gpu, args, contextSize);
+        }
+        fleets.push({ name, gpu: card, spec: hardware[card]!, workers, size, sample, ...(network ? { network } : {}) });
       }
     }
   }
@@ -326,7 +341,7 @@ async function main(): Promise<void> {
       policies: args.policies,
       ...(args.hosts ? { hosts: args.hosts, network: args.network } : {}),
       loads: args.loads,
-      sizes: Object.fromEntries(args.workloads.map((name) => [name, args.requests ?? DEFAULT_SIZES[name]])),
+      sizes: Object.fromEntries(args.workloads.map((name) => [name, sizeOf(name, args)])),
     },
     hardware,
     workloads: workloadInfo,
