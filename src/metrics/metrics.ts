@@ -133,7 +133,7 @@ export class Metrics implements ServingObserver {
     });
     this.placements = new Counter({
       name: "radixgate_placements_total",
-      help: "Placements by policy and reason (exploit, explore, rebalance, replicate, ...).",
+      help: "Placements by policy and reason (exploit, explore, yield, replicate, ...).",
       labelNames: ["policy", "reason"],
       registers,
     });

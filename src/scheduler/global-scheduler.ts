@@ -52,7 +52,6 @@ interface WorkerState extends FleetWorker {
 interface ModelState {
   tree: RadixTree;
   outputs: RecentMedian;
-  placements: WindowedSum;
   /** The context lent to the policy: one object per model, refreshed for every decision. */
   context: DecisionContext;
 }
@@ -65,7 +64,6 @@ interface ModelState {
 class DecisionContext implements PlacementContext {
   now = 0;
   match: PrefixMatch;
-  placementsInWindow = 0;
 
   constructor(
     readonly tree: RadixTree,
@@ -358,7 +356,7 @@ export class GlobalScheduler {
         onRemove: (nodeId) => this.policyImpl.onPrefixRemoved?.(modelId, nodeId),
       });
       const outputs = new RecentMedian(200);
-      model = { tree, outputs, placements: new WindowedSum(this.options.windowMs), context: new DecisionContext(tree, this.workers, outputs) };
+      model = { tree, outputs, context: new DecisionContext(tree, this.workers, outputs) };
       this.models.set(modelId, model);
     }
     return model;
@@ -368,7 +366,6 @@ export class GlobalScheduler {
     const context = model.context;
     context.now = now;
     context.match = match;
-    context.placementsInWindow = model.placements.total(now);
     return context;
   }
 
@@ -377,7 +374,6 @@ export class GlobalScheduler {
     worker.inFlight++;
     worker.activeTokens += request.tokens.length;
     worker.waitingPrefillTokens += request.tokens.length - held;
-    model.placements.add(now, 1);
     worker.prefillWindow.add(now, worker.spec.timeModel.prefillMs(request.tokens.length - held, request.tokens.length));
     // In flight (records hit or miss per node), then the estimate: the worker will hold the
     // prompt once it runs, so concurrent requests of the same prefix see it now. One walk,

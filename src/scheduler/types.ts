@@ -52,7 +52,7 @@ export interface CopyAction {
 
 export interface Placement {
   workerId: string;
-  /** Short, loggable reason: "exploit", "explore", "rebalance", "replicate", "roundrobin", "session"... */
+  /** Short, loggable reason: "exploit", "explore", "yield", "replicate", "roundrobin", "session"... */
   reason: string;
   /** Longest cached prefix on any candidate (Preble's `matched`). */
   matchedTokens: number;
@@ -79,8 +79,6 @@ export interface PlacementContext {
   windowedPrefillMs(workerId: string): number;
   /** Output tokens to expect from a request: median of recent outputs, else its max_tokens. */
   expectedOutputTokens(request: PlacementRequest): number;
-  /** Requests placed on this model's workers within the window (Preble waits for history). */
-  placementsInWindow: number;
 }
 
 export interface RequestOutcome {

@@ -36,7 +36,7 @@ describe("parseConfig", () => {
     expect(config.generation).toEqual({ defaultMaxTokens: 256, maxChoices: 8, requestTimeoutMs: 600000 });
     expect(config.models[0]).toMatchObject({ workers: "auto", isolation: "auto", slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
     expect(config.scheduler.policy).toBe("preble");
-    expect(config.scheduler.preble).toEqual({ rebalanceRatio: 1.5, historyPerWorker: 50, hotTtftRatio: 2, hotMinSamples: 3 });
+    expect(config.scheduler.preble).toEqual({ hotTtftRatio: 2, hotMinSamples: 3 });
     expect(config.scheduler.local).toEqual({ priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024, hitRatioWindowMs: 180000 });
     expect(config.scheduler.cacheAware).toEqual({ balanceAbsThreshold: 64, balanceRelThreshold: 1.5, cacheThreshold: 0.3 });
   });

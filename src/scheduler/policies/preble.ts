@@ -27,9 +27,13 @@
 // Zipf fleet preble sustained 9 requests/s at the SLO against round robin's 30 (the
 // simulator's results, docs/simulator.md). The worker it yields to then holds the prefix
 // too, so a hot prefix spreads over as many workers as its load needs.
-// Load rebalancing: once there is enough history (historyPerWorker x workers placements in the
-// window), an exploit whose worker's load L is >= rebalanceRatio x the lightest
-// candidate's goes to the cheapest worker instead ("rebalance").
+// No load rebalancing: Preble also moves an exploit to the cheapest worker once the holder's
+// load L over the window is 1.5x the lightest (after 50 placements per worker). With W priced
+// such a move could only delay the request's own first token (the yield above takes every
+// move that does not), and in the simulator it did: the agent loops' continuations it moved
+// recomputed their whole history elsewhere, a third of the slowest 1 % on 4 and 8 cards; without
+// it their p99 TTFT at 0.8x round robin's capacity fell from 1.6-1.8 s to 1.0-1.1 s, and no
+// other workload lost (docs/placement.md).
 // Hot prefixes: the TTFT of requests sharing a cached prefix is kept per prefix node (per
 // model: node ids are per tree), dropped when the node leaves the tree or when its newest
 // sample falls out of the window, so it never outgrows the tree nor the window; when
@@ -45,12 +49,6 @@ import type { CopyAction, Placement, PlacementContext, PlacementPolicy, Placemen
 /** scheduler.preble in config.yml. */
 export const PrebleSettingsSchema = Type.Object(
   {
-    rebalanceRatio: Type.Number({
-      minimum: 1,
-      default: 1.5,
-      description: "Exploit yields to the cheapest worker when the holder's load >= this x the lightest.",
-    }),
-    historyPerWorker: Type.Integer({ minimum: 0, default: 50, description: "Placements per worker in the window before rebalancing starts." }),
     hotTtftRatio: Type.Number({
       minimum: 1,
       default: 2,
@@ -245,14 +243,6 @@ export class PreblePolicy implements PlacementPolicy {
     let soonest = holder;
     for (let i = 0; i < count; i++) if (firstToken[i]! < firstToken[soonest]!) soonest = i;
     if (soonest !== holder) return this.decide(candidates[soonest]!, "yield", matched, costs, prefixKey);
-    const enoughHistory = context.placementsInWindow >= this.options.historyPerWorker * count;
-    if (enoughHistory && loads[holder]! > 0) {
-      let lightest = Infinity;
-      for (let i = 0; i < count; i++) lightest = Math.min(lightest, loads[i]!);
-      if (loads[holder]! >= this.options.rebalanceRatio * lightest) {
-        return this.decide(candidates[this.cheapest(ALL, matched, costs, candidates, request, context)]!, "rebalance", matched, costs, prefixKey);
-      }
-    }
     return this.decide(candidates[holder]!, "exploit", matched, costs, prefixKey);
   }
 
