@@ -308,7 +308,9 @@ function setPath(root: Record<string, unknown>, path: string, value: unknown): v
 const mutatedBody = (base: fc.Arbitrary<Record<string, unknown>>) =>
   fc.tuple(base, fc.oneof(fc.constant([]), fc.array(mutation, { minLength: 1, maxLength: 3 }))).map(([body, mutations]) => {
     const copy = structuredClone(body);
-    for (const [path, value] of mutations) setPath(copy, path, value);
+    // A mutation's value may be a constant shared between runs (fc.constantFrom): a later
+    // mutation writing below it would change that constant, even into a cycle. Each gets a copy.
+    for (const [path, value] of mutations) setPath(copy, path, structuredClone(value));
     // Never the default of 256 tokens: a run must stay cheap.
     if (copy.max_tokens === undefined || copy.max_tokens === null) copy.max_tokens = 1;
     return toJson(copy);

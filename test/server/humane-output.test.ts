@@ -126,7 +126,7 @@ describe("make-model progress", () => {
 });
 
 describe("benchmark progress", () => {
-  it("radixgate bench sim: a bar over the arms on a terminal with each arm's line above it; the lines alone through a pipe", () => {
+  it("radixgate bench sim: a bar over the capacity searches on a terminal with each probe's line above it; the lines alone through a pipe", () => {
     const out = join(dir, "sim");
     const args = [
       BIN,
@@ -149,11 +149,11 @@ describe("benchmark progress", () => {
     const terminal = spawnSync(command, argv, { cwd: dir, encoding: "utf8" });
     expect(terminal.status).toBe(0);
     const shown = terminal.stdout.split(ESC).join("");
-    expect(shown).toMatch(/sim .*100% \| 2\/2 arms/);
+    expect(shown).toMatch(/sim .*100% \| 2\/2 capacities/);
     expect(shown).toMatch(/\[2\/2\] toolbench-zipf .* dynamo: n=40/);
     const piped = spawnSync(process.execPath, args, { cwd: dir, encoding: "utf8" });
     expect(piped.status).toBe(0);
     expect(piped.stderr).toMatch(/\[1\/2\] toolbench-zipf .* roundrobin: n=40/);
-    expect(piped.stderr).not.toMatch(/% \| \d+\/2 arms/);
+    expect(piped.stderr).not.toMatch(/% \| \d+\/2 capacities/);
   });
 });
