@@ -174,6 +174,15 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
     configError: () => reloader.lastError,
     status: () => statusReport(fleet, scheduler, activity),
   });
+  for (const worker of fleet.workers) {
+    const info = worker.engine.info;
+    if (info?.computePool === "per-step") {
+      app.log.warn(
+        { worker: worker.engine.id, reason: info.computePoolProblem },
+        "llama.cpp makes its helper threads again for every step of this worker (no thread pool): decoding with threads > 1 is about half as fast",
+      );
+    }
+  }
   const reloader = new ConfigReloader(
     path,
     config,

@@ -73,6 +73,8 @@ interface ArmSpec {
   workers: number;
   slotsPerWorker: number;
   threadsPerWorker: number;
+  /** Extra environment for the server (a Radixgate arm without its compute thread pool). */
+  env?: Record<string, string>;
 }
 
 interface Running {
@@ -110,9 +112,11 @@ async function startRadixgate(arm: ArmSpec, modelPath: string, binary: string): 
   // As `npm start` runs it: the production build in its own process, libuv's pool raised
   // for the thread workers, glibc's malloc arenas capped.
   if (spawnSync(process.execPath, [join(ROOT, "scripts/ensure-build.mjs")], { stdio: "inherit" }).status !== 0) throw new Error("the build failed (above)");
+  if (spawnSync(process.execPath, [join(ROOT, "scripts/build-native.mjs"), "--strict"], { stdio: "inherit" }).status !== 0)
+    throw new Error("the compute thread pool did not build (above)");
   const child = spawn(process.execPath, [join(ROOT, "dist/main.js"), "serve", "--config", config], {
     cwd: ROOT,
-    env: { ...process.env, UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? "16", MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2" },
+    env: { ...process.env, UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? "16", MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2", ...arm.env },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
@@ -203,15 +207,25 @@ const arms: ArmSpec[] = [
   // The same scheduler in front of llama.cpp's own slot loop: one llama-server worker.
   { name: "radixgate-ls-1w", kind: "radixgate", engine: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
 ];
-// Decode throughput at one llama.cpp thread too: the like-for-like single-thread point.
-const oneThreadArms: ArmSpec[] =
+// Decode throughput only: at one llama.cpp thread (the like-for-like single-thread point),
+// and one worker with llama.cpp's helper threads made for every step, as node-llama-cpp
+// runs them without the compute thread pool (docs/engine.md, "Compute threads").
+const decodeOnlyArms: ArmSpec[] =
   THREADS === 1
     ? []
     : [
         { name: "llama-server (1 thread)", kind: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: 1 },
         { name: "radixgate-1w (1 thread)", kind: "radixgate", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: 1 },
+        {
+          name: "radixgate-1w (no thread pool)",
+          kind: "radixgate",
+          workers: 1,
+          slotsPerWorker: SLOTS,
+          threadsPerWorker: THREADS,
+          env: { RADIXGATE_NO_THREAD_POOL: "1" },
+        },
       ];
-const allArms = [...arms, ...oneThreadArms];
+const allArms = [...arms, ...decodeOnlyArms];
 // Every server runs for the whole benchmark (an idle one uses no CPU), so the arms take turns
 // request by request and the machine's drift falls on all of them alike.
 const running = new Map<string, Running>();
@@ -348,7 +362,7 @@ function markdown(): string {
   lines.push(`# Radixgate vs llama-server, side by side`, "");
   lines.push(`Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`.`);
   lines.push(
-    `Radixgate's llama.cpp binary: ${report.radixgateBinary}. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
+    `Radixgate's llama.cpp binary: ${report.radixgateBinary}; its workers with more than one thread compute on a persistent thread pool (native/threadpool) unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
       `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
       `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +

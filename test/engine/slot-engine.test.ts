@@ -2,28 +2,14 @@
 // modes: a request given a slot that holds other tokens starts while the worker's other
 // sequences keep decoding (no wait for them to finish), and a decode step carries every
 // generating sequence.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorkerHandle, type Isolation } from "../../src/engine/host/worker-handle.js";
-import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
+import { describe, expect, it } from "vitest";
+import type { Isolation, WorkerHandle } from "../../src/engine/host/worker-handle.js";
 import type { GenerationResult } from "../../src/contract/generation.js";
-import { ensureModel } from "../../src/presets/make-model.js";
+import { useTinyModel, useWorker } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
 
-let preparer: PromptPreparer;
-let modelPath: string;
-
-beforeAll(async () => {
-  modelPath = await ensureModel("tiny");
-  preparer = new PromptPreparer([{ id: "tiny", path: modelPath }], 1);
-});
-
-afterAll(async () => {
-  await preparer?.close();
-});
-
-async function prompt(text: string): Promise<number[]> {
-  return (await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: text }] })).tokens;
-}
+const tiny = useTinyModel();
+const prompt = tiny.prompt;
 
 const greedy = (maxTokens: number) => ({ temperature: 0, stop: [] as string[], maxTokens });
 
@@ -44,29 +30,20 @@ function tracked(worker: WorkerHandle, id: string, tokens: number[], maxTokens: 
 }
 
 describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (isolation) => {
-  let worker: WorkerHandle;
-
-  beforeAll(async () => {
-    // Spill on, with a low bar: a used slot's old content is saved (a state save under the
-    // context lock) before the new request erases it.
-    worker = new WorkerHandle(workerInit(modelPath, { workerId: `stall-${isolation}`, slots: 3, contextSize: 2048 }), { isolation });
-    await worker.start();
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-  });
+  // Spill on, with a low bar: a used slot's old content is saved (a state save under the
+  // context lock) before the new request erases it.
+  const worker = useWorker(() => workerInit(tiny.path(), { workerId: `stall-${isolation}`, slots: 3, contextSize: 2048 }), isolation);
 
   it("starts a request on a used slot while two other sequences keep decoding", async () => {
     // Every slot holds an old conversation (LRU gives each its own slot).
-    for (const topic of ["apples", "bridges", "comets"]) await worker.generate(`old-${topic}`, await prompt(`old talk about ${topic} `.repeat(8)), greedy(4));
+    for (const topic of ["apples", "bridges", "comets"]) await worker().generate(`old-${topic}`, await prompt(`old talk about ${topic} `.repeat(8)), greedy(4));
     const log: string[] = [];
     // Two long generations take two of the used slots (an erase each)...
-    const first = tracked(worker, "long-a", await prompt("first long answer please"), 1500, log);
-    const second = tracked(worker, "long-b", await prompt("second long answer please"), 1500, log);
+    const first = tracked(worker(), "long-a", await prompt("first long answer please"), 1500, log);
+    const second = tracked(worker(), "long-b", await prompt("second long answer please"), 1500, log);
     while (!(log.includes("long-a first text") && log.includes("long-b first text"))) await new Promise((resolve) => setTimeout(resolve, 5));
     // ...and a third request must erase (and spill) the last slot's old content while they decode.
-    const newcomer = tracked(worker, "new", await prompt("a new question arrives now"), 4, log);
+    const newcomer = tracked(worker(), "new", await prompt("a new question arrives now"), 4, log);
     const [a, b, c] = await Promise.all([first, second, newcomer]);
     expect(c.evictedTokens).toBeGreaterThan(0);
     expect(c.spilledTokens).toBeGreaterThan(0);
@@ -77,11 +54,11 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
   });
 
   it("puts every generating sequence's next token in each decode step", async () => {
-    const before = await worker.stats();
+    const before = await worker().stats();
     const [a, b, c] = await Promise.all(
-      ["one", "two", "three"].map(async (name) => worker.generate(`batch-${name}`, await prompt(`batch ${name}`), greedy(400))),
+      ["one", "two", "three"].map(async (name) => worker().generate(`batch-${name}`, await prompt(`batch ${name}`), greedy(400))),
     );
-    const after = await worker.stats();
+    const after = await worker().stats();
     const steps = after.steps - before.steps;
     const decoded = after.decodeTokens - before.decodeTokens;
     expect(a!.completionTokens + b!.completionTokens + c!.completionTokens).toBe(1200);

@@ -73,6 +73,8 @@ export async function calibrationIdentity(init: WorkerInit, loaded: LoadResult):
     backend: loaded.backend,
     // A binary compiled here can be much faster than the prebuilt one (prompt evaluation).
     binary: loaded.binary,
+    // A persistent thread pool decodes with several threads about twice as fast as one per step.
+    computePool: loaded.computePool ?? "none",
     cpuModel: cpus()[0]?.model ?? "unknown",
     contextSize: loaded.contextSize,
     batchSize: init.batchSize,

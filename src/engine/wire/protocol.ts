@@ -212,6 +212,9 @@ export interface ProfileResult {
   totalMs: number;
 }
 
+/** How a node-llama-cpp worker's llama.cpp threads run: one thread, a pool that lives with the context, or helper threads made again for every step. */
+export type ComputePoolKind = "single-thread" | "persistent" | "per-step";
+
 export interface LoadResult {
   workerId: string;
   backend: string;
@@ -226,6 +229,10 @@ export interface LoadResult {
   modelFingerprint: string;
   /** node-llama-cpp's binary load tests in this worker (binding-tests.ts). */
   bindingTests: BindingTests;
+  /** How llama.cpp's CPU threads run (worker/compute-pool.ts); engines other than node-llama-cpp leave it out. */
+  computePool?: ComputePoolKind;
+  /** Why they run per step although more than one thread was asked for. */
+  computePoolProblem?: string;
 }
 
 /** Worker -> host, on the generation's port. */

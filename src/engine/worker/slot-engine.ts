@@ -39,6 +39,7 @@ import type { FinishReason, GenerationResult, TokenLogprob } from "../../contrac
 import type { SamplingParams } from "../../contract/sampling.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
 import { BatchGate } from "./batch-gate.js";
+import { attachComputePool, type ComputePool } from "./compute-pool.js";
 import { GrammarRefusedError, grammarFor } from "./grammars.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { bindingTestsHere } from "./binding-tests.js";
@@ -68,6 +69,7 @@ export class SlotEngine {
     private readonly store: StateStore,
     private readonly gate: BatchGate,
     private readonly batches: BatchStats,
+    private readonly computePool: ComputePool,
     readonly loaded: LoadResult,
   ) {}
 
@@ -105,6 +107,8 @@ export class SlotEngine {
         },
       },
     });
+    // Before the context computes anything: its threads for as long as it lives (compute-pool.ts).
+    const computePool = attachComputePool(context, init.threads);
     // Created once, in order: sequence i is slot i (and llama.cpp's sequence id i).
     const sequences = Array.from({ length: init.slots }, () => context.getSequence());
     const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
@@ -134,8 +138,10 @@ export class SlotEngine {
       loadMs: performance.now() - started,
       modelFingerprint: fingerprint,
       bindingTests: bindingTestsHere(),
+      computePool: computePool.kind,
+      ...(computePool.reason === undefined ? {} : { computePoolProblem: computePool.reason }),
     };
-    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, loaded);
+    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, computePool, loaded);
   }
 
   /** Hot reload: the batching strategy reads the settings on every batch; the local scheduler is told. */
@@ -190,6 +196,7 @@ export class SlotEngine {
   async dispose(): Promise<void> {
     await this.store.clear();
     await this.context.dispose();
+    this.computePool.release();
     await this.model.dispose();
     await this.llama.dispose();
   }

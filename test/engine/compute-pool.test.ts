@@ -1,0 +1,66 @@
+// A worker with more than one llama.cpp thread computes on a thread pool that lives as long
+// as its context (native/threadpool), in both isolation modes: its decode steps create no
+// threads. Without the pool llama.cpp creates and joins its helper threads for every graph,
+// so a generation of N tokens starts N threads or more: the kernel's count of threads and
+// processes ever started (/proc/stat "processes") tells the two apart without timing.
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { describe, expect, it } from "vitest";
+import { PACKAGE_ROOT } from "../../src/common/package-root.js";
+import type { Isolation } from "../../src/engine/host/worker-handle.js";
+import { useTinyModel, useWorker } from "../helpers/tiny-worker.js";
+import { workerInit } from "../helpers/worker-init.js";
+
+/** Threads and processes started on this machine since boot. */
+function threadsStarted(): number {
+  const line = readFileSync("/proc/stat", "utf8")
+    .split("\n")
+    .find((entry) => entry.startsWith("processes "));
+  return Number(line!.split(/\s+/)[1]);
+}
+
+const tiny = useTinyModel();
+
+describe.each<Isolation>(["thread", "process"])("a worker with 2 llama.cpp threads in %s isolation", (isolation) => {
+  const worker = useWorker(() => workerInit(tiny.path(), { workerId: `pool-${isolation}`, slots: 2, threads: 2 }), isolation);
+
+  it("reports a persistent pool and decodes 300 tokens without starting a thread per step", async () => {
+    expect(worker().info?.computePool, worker().info?.computePoolProblem).toBe("persistent");
+    const tokens = await tiny.prompt("count slowly");
+    const before = threadsStarted();
+    const result = await worker().generate("pool", tokens, { temperature: 0, stop: [], maxTokens: 300 }, {});
+    const started = threadsStarted() - before;
+    expect(result.completionTokens).toBe(300);
+    // One graph per decode step: a per-step pool would have started 300 threads at least.
+    expect(started).toBeLessThan(30);
+  });
+});
+
+describe("the pool addon", () => {
+  const manifest = JSON.parse(readFileSync(join(PACKAGE_ROOT, "node_modules", ".cache", "radixgate", "threadpool", "current.json"), "utf8")) as {
+    file: string;
+  };
+  const addon = createRequire(import.meta.url)(join(PACKAGE_ROOT, "node_modules", ".cache", "radixgate", "threadpool", manifest.file)) as {
+    attach(context: unknown, threads: number): unknown;
+    release(handle: unknown): void;
+  };
+
+  it("refuses what is not a node-llama-cpp context, naming why, and a handle it did not make", () => {
+    expect(() => addon.attach({}, 2)).toThrow(/not a node-llama-cpp context: the object wraps nothing/);
+    expect(() => addon.attach(undefined, 2)).toThrow(/not a node-llama-cpp context/);
+    expect(() => addon.attach({}, 0)).toThrow(/threads must be a positive integer/);
+    expect(() => addon.release({})).toThrow(/not a pool handle/);
+  });
+
+  it("refuses another object of node-llama-cpp's own addon (a model) instead of reading it as a context", async () => {
+    const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+    const model = await llama.loadModel({ modelPath: tiny.path() });
+    try {
+      expect(() => addon.attach((model as unknown as { _model: unknown })._model, 2)).toThrow(/another class of its addon/);
+    } finally {
+      await model.dispose();
+    }
+  });
+});
