@@ -8,14 +8,16 @@
 // fraction and the worker it ran on.
 //
 // The prediction is the simulator's CPU card (`cpu`): the calibrated time model, a decode
-// cost per decoding sequence, and the worker's state store. Next to it, the same list on
-// cards that leave a part out or add one, to show what each accounts for:
+// cost per decoding sequence, the worker's state store, and the host's contention: a step
+// that starts while another worker of the host has requests running takes longer, by the
+// factors the "two workers busy" probe measures on this machine before the arms run (the
+// calibration profiles one worker alone on an idle machine; on a CPU box the workers share
+// its cores with each other and with Node's own threads). Next to it, the same list on cards
+// that leave a part out, to show what each accounts for:
 //   gpu-style  one decode cost per step (full batches, as on a GPU), no state store;
 //   store      + the state store (evicted slot contents saved to host memory and loaded back);
-//   cpu        + a decode cost per sequence: the prediction;
-//   cpu+lock   + node-llama-cpp's context lock as it was before our patch (simulator.ts), the old stall;
-//   contended  + steps slowed while both workers run, by the factors the "two workers busy"
-//              probe measured (fitted on this machine, so an explanation, not a prediction).
+//   cpu-alone  + a decode cost per sequence (each worker as if alone on the machine);
+//   cpu        + the host's contention: the prediction.
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import { distribution, type Distribution } from "../sim/metrics.js";
 import { PRESETS } from "../../src/presets/make-model.js";
@@ -69,7 +71,7 @@ export interface ArmComparison {
   withinTarget: boolean;
 }
 
-export const SIM_VARIANTS = ["gpu-style", "store", "cpu", "cpu+lock", "contended"] as const;
+export const SIM_VARIANTS = ["gpu-style", "store", "cpu-alone", "cpu"] as const;
 export type SimVariant = (typeof SIM_VARIANTS)[number];
 /** The card whose numbers are the simulator's prediction. */
 export const PREDICTION: SimVariant = "cpu";
@@ -79,7 +81,7 @@ export interface SimVsLiveResult {
   timeModel: TimeModelCoefficients;
   /** The prediction's card. */
   spec: WorkerSpec;
-  /** The `contended` card's factors (1 and 1 when no probe measured them). */
+  /** The host's contention on the `cpu` card (1 and 1 when no probe measured it). */
   contention: Contention;
   rows: ArmComparison[];
   live: { arm: string; replay: ReplaySample[] }[];
@@ -106,8 +108,8 @@ const simSide = (result: SimResult) =>
 
 /**
  * The simulated card of the live server: its calibrated model, slots, cells per slot, batch,
- * chunk and priority groups; for `store` and the `cpu` cards its state store (config spill,
- * the budget in tokens of the preset's F16 KV cache).
+ * chunk and priority groups; for all but `gpu-style` its state store (config spill, the
+ * budget in tokens of the preset's F16 KV cache); for `cpu` the host's contention.
  */
 export function specOfLive(
   options: Pick<SimVsLiveOptions, "preset" | "workers" | "threads">,
@@ -126,17 +128,15 @@ export function specOfLive(
           minRestoreGain: MIN_RESTORE_GAIN,
         }
       : undefined;
-  const locked = variant === "cpu+lock" || variant === "contended";
   const card = cpuSpec(timeModel, {
     slots: model.slots,
     contextSize: model.contextSize,
     batchTokens: model.batchSize,
     ...(spill ? { spill } : {}),
-    contextLock: locked,
   });
   return {
     ...card,
-    ...(variant === "contended" ? { contention } : {}),
+    ...(variant === "cpu" && contention !== NO_CONTENTION ? { contention } : {}),
     chunkTokens: local.chunkTokens,
     priorityGroups: local.priorityGroups,
     quotaPerGroup: local.quotaPerGroup,
@@ -293,7 +293,8 @@ export function probes(seed: number): Probe[] {
     },
     {
       name: "used slot while three decode",
-      isolates: "a request given a used slot while three others decode: it waits for node-llama-cpp's context lock (cpu+lock) until they end",
+      isolates:
+        "a request given a used slot while three others decode (before node-llama-cpp was patched it waited for the context lock until they ended; now it starts within a step)",
       workers: 1,
       arm: "pinned",
       replay: [request(0, 0, tokens(100), 10), ...[1, 2, 3, 4].map((i) => request(i, 1000 + i * 5, tokens(100), 200))],
@@ -302,19 +303,20 @@ export function probes(seed: number): Probe[] {
 }
 
 /**
- * The `contended` card's factors from the "two workers busy" probe: live over simulated (`cpu`)
+ * The host's contention from the "two workers busy" probe: live over simulated (`cpu-alone`)
  * time to the first token (the prefill, plus HTTP), and the same for the rest (the decode).
  */
 export function contentionOf(results: readonly ProbeResult[]): Contention | undefined {
   const probe = results.find((result) => result.name === "two workers busy");
   if (!probe) return undefined;
-  const sim = probe.variants.cpu;
+  // Files written before the card carried contention call this card `cpu`.
+  const sim = probe.variants["cpu-alone"] ?? (probe.variants as Partial<Record<string, SideSummary>>).cpu!;
   const prefillFactor = probe.live.ttftMs.mean / sim.ttftMs.mean;
   const decodeFactor = (probe.live.latencyMs.mean - probe.live.ttftMs.mean) / (sim.latencyMs.mean - sim.ttftMs.mean);
   return Number.isFinite(prefillFactor) && Number.isFinite(decodeFactor) && prefillFactor > 0 && decodeFactor > 0 ? { prefillFactor, decodeFactor } : undefined;
 }
 
-/** Runs every probe live (a fresh server each) and in the simulator. */
+/** Runs every probe live (a fresh server each) and in the simulator (without contention: the probes measure it). */
 export async function runProbes(options: Pick<SimVsLiveOptions, "preset" | "threads" | "timeModelFile" | "onProgress">, seed: number): Promise<ProbeResult[]> {
   const results: ProbeResult[] = [];
   for (const probe of probes(seed)) {

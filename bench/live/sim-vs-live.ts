@@ -6,8 +6,10 @@
 // time model. Writes DIR/sim-vs-live.{json,md} (DIR: bench/results). A progress line per step.
 // --live-from FILE (a sim-vs-live.json) runs no server: it re-simulates that file's recorded
 // live run (its workload, seed, salt, calibration and live samples), e.g. after a simulator change.
-// After the replay, four small probes (compare.ts), live and simulated, each isolating one
-// effect (--skip-probes leaves them out; --live-from keeps the recorded ones).
+// Before the replay, four small probes (compare.ts), live and simulated, each isolating one
+// effect; "two workers busy" measures the host's contention that the prediction's card
+// carries (--skip-probes leaves them out, and the card without contention; --live-from keeps
+// the recorded ones).
 import { gitCommit } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -30,8 +32,8 @@ import {
 import { liveConfig, type ReplaySample } from "./live-bench.js";
 import { TOOLBENCH_REPLAY_DEFAULTS, toolbenchReplay, type ToolbenchReplayOptions } from "./replay.js";
 
-/** The probes are simulated without contention factors (they measure them). */
-const PROBE_VARIANTS = SIM_VARIANTS.filter((variant) => variant !== "contended");
+/** The probes are simulated without the host's contention (they measure it). */
+const PROBE_VARIANTS = SIM_VARIANTS.filter((variant) => variant !== "cpu");
 
 const d = TOOLBENCH_REPLAY_DEFAULTS;
 const { values } = parseArgs({
@@ -125,7 +127,10 @@ const simVsLive: SimVsLiveOptions = {
   ...(values["time-model"] ? { timeModelFile: values["time-model"] } : {}),
   onProgress: progress,
 };
-// Live arms, then the probes (their "two workers busy" gives the `contended` card its factors), then the simulator.
+// The probes first (their "two workers busy" measures the contention the prediction carries),
+// then the live arms, then the simulator.
+const probeResults = recorded ? recorded.probes : values["skip-probes"] ? undefined : await runProbes(simVsLive, salt);
+const contention = probeResults ? contentionOf(probeResults) : undefined;
 const liveRun = recorded
   ? {
       live: recorded.perRequest.map((arm) => ({
@@ -135,8 +140,6 @@ const liveRun = recorded
       calibration: recorded.calibration,
     }
   : await runLiveReplay(simVsLive);
-const probeResults = recorded ? recorded.probes : values["skip-probes"] ? undefined : await runProbes(simVsLive, salt);
-const contention = probeResults ? contentionOf(probeResults) : undefined;
 const result = await simulateAgainstLive(simVsLive, liveRun.live, liveRun.calibration, contention);
 
 const commit = gitCommit(["src", "bench/live", "bench/sim", "bench/workloads"]);
@@ -264,8 +267,8 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
     `Target: simulated mean TTFT within ${pct(TARGET_RELATIVE_ERROR)} of the live one: met for ${met.length} of ${result.rows.length} arms${met.length > 0 ? ` (${met.join(", ")})` : ""}.` +
       ` Live outputs shorter than max_tokens: ${result.rows.reduce((sum, row) => sum + row.shortOutputs, 0)}; latest send after its arrival time: ${fmt(Math.max(...result.rows.map((row) => row.maxSendLatenessMs)), 1)} ms.`,
     "",
-    "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode cost per step (full batches, as on a GPU), no state store; `store` = + the worker's state store; `cpu` = + a decode cost per decoding sequence: the prediction above; `cpu+lock` = + node-llama-cpp's context lock as it was before our patch (simulator.ts), the old stall; " +
-      `\`contended\` = cpu+lock, and a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers busy" probe measured on this machine (fitted, so an explanation, not a prediction).`,
+    "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode cost per step (full batches, as on a GPU), no state store; `store` = + the worker's state store; `cpu-alone` = + a decode cost per decoding sequence, each worker as if alone on the machine (its calibration); " +
+      `\`cpu\` = + the host's contention: a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers busy" probe measured on this machine before the arms ran${r.probes ? "" : " (no probe ran: 1 and 1)"}; the prediction above.`,
     "",
     `| arm | live TTFT / latency / cached | ${SIM_VARIANTS.join(" | ")} |`,
     `| --- | --- | ${SIM_VARIANTS.map(() => "---").join(" | ")} |`,
@@ -308,18 +311,14 @@ function notes(result: SimVsLiveResult, r: typeof report): string[] {
   const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
   const missed = result.rows.filter((row) => !row.withinTarget);
   if (missed.length === 0) return [];
-  const probe = (name: string) => r.probes?.find((p) => p.name === name);
-  const lock = probe("used slot while three decode");
-  const contended = result.rows.map((row) => row.variants.contended.ttftMs.mean / row.live.ttftMs.mean);
+  const alone = result.rows.map((row) => row.variants["cpu-alone"].ttftMs.mean / row.live.ttftMs.mean);
   return [
-    `Where the prediction misses (${missed.map((row) => `${row.arm} ${fmt(row.ttftMeanRatio, 2)}`).join(", ")}: sim / live mean TTFT), ${missed.every((row) => row.ttftMeanRatio < 1) ? "the simulator is faster than the live server" : "the simulator and the live server differ"}. Measured reasons:`,
+    `Where the prediction misses (${missed.map((row) => `${row.arm} ${fmt(row.ttftMeanRatio, 2)}`).join(", ")}: sim / live mean TTFT), ${missed.every((row) => row.ttftMeanRatio < 1) ? "the simulator is faster than the live server" : missed.every((row) => row.ttftMeanRatio > 1) ? "the simulator is slower than the live server" : "the simulator and the live server differ"}. What is known:`,
     "",
     `- Contention: the calibration times one worker alone on an idle machine; live, both workers' llama.cpp threads share ${cpus().length} cores with Node's main thread (HTTP, SSE, the benchmark client itself) and the prompt thread.` +
       (r.probes
-        ? ` With both workers busy (probe "two workers busy") the live prefill took ${fmt(result.contention.prefillFactor, 2)}x and the decode ${fmt(result.contention.decodeFactor, 2)}x the calibrated time. Arms that keep both workers busy suffer most; \`pinned\` leaves w1 idle.`
+        ? ` With both workers busy (probe "two workers busy") the live prefill took ${fmt(result.contention.prefillFactor, 2)}x and the decode ${fmt(result.contention.decodeFactor, 2)}x the calibrated time; the prediction carries these factors. Without them (\`cpu-alone\`): sim / live mean TTFT ${result.rows.map((row, i) => `${row.arm} ${fmt(alone[i]!, 2)}`).join(", ")}.`
         : " (Not measured: the probes did not run.)"),
-    `- node-llama-cpp's context lock: a request given a slot that holds something must erase the slot's stale tail (and may save or load a state) first; that needs LlamaContext's "context" lock, which the batch loop keeps for as long as any sequence queues tokens. So it waits until every request running on its worker has finished${lock ? ` (probe "used slot while three decode": live mean TTFT ${fmt(lock.live.ttftMs.mean)} ms, ${fmt(lock.variants.cpu.ttftMs.mean)} ms on the \`cpu\` card, ${fmt(lock.variants["cpu+lock"].ttftMs.mean)} ms with the lock modelled)` : ""}. A stall of the worker, not of the hardware: it is a finding, not part of the prediction.`,
-    `- With both in (the \`contended\` card, its factors fitted on the probe): sim / live mean TTFT ${result.rows.map((row, i) => `${row.arm} ${fmt(contended[i]!, 2)}`).join(", ")}.`,
     `- Small samples: ${r.workload.requests} requests per arm; a shift of a few tens of ms moves a request's decode into or out of a ~300 ms prefill step of another (a decoding request gets one token per step), so single requests differ by seconds between runs and between live and sim.`,
     "",
   ];

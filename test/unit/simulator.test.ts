@@ -94,6 +94,28 @@ describe("simulator: hand-computed schedules (two workers, three requests, linea
   });
 });
 
+describe("simulator: a host's contention (a CPU box whose workers share its cores)", () => {
+  it("slows a step that starts while another worker has requests running, by the card's factors, and no other step", async () => {
+    const requests = [request(0, 0, ids(1, 100), 3), request(1, 10, ids(2, 200), 2)];
+    // w0: step 1 [0, 100): A's prefill while w1 is idle: not slowed. TTFT 100.
+    // w1: B arrives at 10 while A runs on w0: its prefill takes 200 x 2 = 400 ms: TTFT 400.
+    // w0: steps 2 and 3 start while B runs on w1: 10 x 3 = 30 ms each: A's E2E 160.
+    // w1: step 2 starts at 410, A long done: 10 ms: B's E2E 420 - 10 = 410.
+    const contended = await run(requests, "roundrobin", { spec: { ...TINY, contention: { prefillFactor: 2, decodeFactor: 3 } } });
+    expect(contended.records.map((r) => [r.workerId, r.ttftMs, r.e2eMs])).toEqual([
+      ["w0", 100, 160],
+      ["w1", 400, 410],
+    ]);
+    expect(contended.workers.map((w) => w.contendedSteps)).toEqual([2, 1]);
+    // The same card without contention: A 100 / 120, B 200 / 210.
+    const alone = await run(requests);
+    expect(alone.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
+      [100, 120],
+      [200, 210],
+    ]);
+  });
+});
+
 describe("simulator: agent loops, spread vs pin", () => {
   // Turn 2 re-sends turn 1 (500 tokens) and adds 100: it comes 100 ms after turn 1's response.
   const first = ids(6, 500);
