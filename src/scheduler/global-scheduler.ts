@@ -6,7 +6,6 @@
 // Pure: no I/O, the clock is injected, so the server, the unit tests and the simulator run
 // this same code.
 import { GENERATION_DEFAULTS } from "../common/generation-settings.js";
-import type { TokenIds } from "../common/tokens.js";
 import { GLOBAL_SCHEDULER_DEFAULTS, type GlobalSchedulerSettings } from "./global-scheduler-settings.js";
 import { isAliveFor } from "./placement/alive.js";
 import { hasRoom, lentPlaces } from "./placement/capacity.js";
@@ -14,12 +13,15 @@ import type { FleetWorker } from "./placement/fleet-worker.js";
 import { NO_PLACEMENT, pinnedPlacement } from "./placement/pinned.js";
 import { policyPlacement } from "./placement/policy.js";
 import { Sessions } from "./placement/session.js";
+import { UnreportedPlacements } from "./placement/unreported.js";
+import { PromptMatch } from "./radix/prompt-match.js";
 import { RadixTree } from "./radix/tree.js";
-import type { InFlightHandle, PrefixMatch } from "./radix/types.js";
+import type { WorkerAccount } from "./radix/types.js";
 import { PlacementTicket, type FinishedRequest, type TicketBook } from "./ticket.js";
 import type { TimeModel } from "./time-model.js";
 import type { CacheEvent, Placement, PlacementContext, PlacementPolicy, PlacementRequest, WorkerView } from "./types.js";
 import { RecentMedian, WindowedSum } from "./windowed-sum.js";
+import { emptyArray } from "./scratch.js";
 
 export interface SchedulerWorker {
   id: string;
@@ -37,11 +39,13 @@ export interface SchedulerOptions extends GlobalSchedulerSettings {
 interface WorkerState extends FleetWorker {
   spec: SchedulerWorker;
   prefillWindow: WindowedSum;
+  /** Its account in its model's tree (what the tree sees it caching), kept for the views. */
+  account: WorkerAccount;
   /** This worker as a candidate: one object, refreshed for every decision. */
   view: WorkerView;
   /** Placements on it not reported by a slot yet, by prompt array: the report of that same
    *  array then starts from the placement's path in the tree instead of walking the tokens. */
-  unreported: Map<TokenIds, InFlightHandle>;
+  unreported: UnreportedPlacements;
   /** Prompt tokens of its requests in flight; and of those no slot has taken yet, the tokens still to evaluate. */
   activeTokens: number;
   /** Requests on it that other routers placed, as its own reports say (remote engines shared by several routers). */
@@ -52,6 +56,9 @@ interface WorkerState extends FleetWorker {
 interface ModelState {
   tree: RadixTree;
   outputs: RecentMedian;
+  /** The request's match: one object per model, refilled for every decision (lent to the
+   *  policy through the context, then resumed by the booking's walk). */
+  match: PromptMatch;
   /** The context lent to the policy: one object per model, refreshed for every decision. */
   context: DecisionContext;
 }
@@ -63,22 +70,51 @@ interface ModelState {
  */
 class DecisionContext implements PlacementContext {
   now = 0;
-  match: PrefixMatch;
+  /** The scheduler's workers, in order (set for each decision). */
+  list: readonly WorkerState[] = [];
+  /** The worker the last question was about, and where it is in `list`: a policy asks
+   *  several questions of each candidate in a row, and goes through them in list order. */
+  private lastId: string | undefined;
+  private lastWorker: WorkerState | undefined;
+  private lastIndex = -1;
 
   constructor(
     readonly tree: RadixTree,
+    readonly match: PromptMatch,
     private readonly workers: ReadonlyMap<string, WorkerState>,
     private readonly outputs: RecentMedian,
-  ) {
-    this.match = tree.match([]);
-  }
+  ) {}
 
   timeModel(workerId: string): TimeModel {
-    return this.workers.get(workerId)!.spec.timeModel;
+    return this.worker(workerId)!.spec.timeModel;
   }
 
   windowedPrefillMs(workerId: string): number {
-    return this.workers.get(workerId)?.prefillWindow.total(this.now) ?? 0;
+    return this.worker(workerId)?.prefillWindow.total(this.now) ?? 0;
+  }
+
+  private worker(workerId: string): WorkerState | undefined {
+    if (workerId !== this.lastId) {
+      const next = this.list[this.lastIndex + 1];
+      if (next !== undefined && next.spec.id === workerId) {
+        this.lastWorker = next;
+        this.lastIndex++;
+      } else {
+        this.lastWorker = this.workers.get(workerId);
+        this.lastIndex = this.lastWorker === undefined ? -1 : this.list.indexOf(this.lastWorker);
+      }
+      this.lastId = workerId;
+    }
+    return this.lastWorker;
+  }
+
+  /** A new decision over `list` (the workers may have changed since the last one). */
+  startDecision(list: readonly WorkerState[], now: number): void {
+    this.list = list;
+    this.now = now;
+    this.lastId = undefined;
+    this.lastWorker = undefined;
+    this.lastIndex = -1;
   }
 
   expectedOutputTokens(request: PlacementRequest): number {
@@ -90,6 +126,10 @@ class DecisionContext implements PlacementContext {
 
 export class GlobalScheduler {
   private readonly workers = new Map<string, WorkerState>();
+  /** The workers' states in the map's order, for the loops of every decision. */
+  private workerList: WorkerState[] = [];
+  /** The candidates of the decision under way (lent to the policy, refilled for the next). */
+  private readonly candidates: WorkerView[] = [];
   private readonly models = new Map<string, ModelState>();
   private readonly sessions: Sessions;
   private readonly options: SchedulerOptions;
@@ -126,7 +166,9 @@ export class GlobalScheduler {
     model.tree.setCapacity(spec.id, spec.capacityTokens);
     this.workers.set(spec.id, {
       spec,
+      account: model.tree.account(spec.id),
       alive: true,
+      held: false,
       inFlight: 0,
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
@@ -144,8 +186,9 @@ export class GlobalScheduler {
         activeTokens: 0,
         waitingPrefillTokens: 0,
       },
-      unreported: new Map(),
+      unreported: new UnreportedPlacements(),
     });
+    this.workerList = [...this.workers.values()];
   }
 
   /** Forgets a worker for good (discovery found it gone): its cache leaves the tree; requests still on it release as no-ops. */
@@ -154,6 +197,7 @@ export class GlobalScheduler {
     if (!worker) return;
     this.models.get(worker.spec.modelId)?.tree.dropWorker(workerId);
     this.workers.delete(workerId);
+    this.workerList = [...this.workers.values()];
   }
 
   hasWorker(workerId: string): boolean {
@@ -193,27 +237,37 @@ export class GlobalScheduler {
     const now = this.options.now();
     const model = this.models.get(request.modelId);
     if (!model) return undefined;
-    const match = model.tree.match(request.tokens);
-    const candidates: WorkerView[] = [];
-    const lent = lentPlaces(this.workers.values(), request.modelId, this.options.maxQueuePerWorker);
-    for (const worker of this.workers.values()) {
+    const match = model.tree.matchInto(model.match, request.tokens);
+    const candidates = this.candidatesFor(request, model, match);
+    if (candidates.length === 0) return undefined;
+    const override = pinnedPlacement(candidates, pinnedWorkerId) ?? this.sessions.place(request, candidates, match.longest, now);
+    if (override === NO_PLACEMENT) return undefined;
+    const placement = override ?? policyPlacement(this.policyImpl, request, candidates, this.context(model, now));
+    if (!placement) return undefined;
+    return this.book(request, placement, heldOn(candidates, placement.workerId), model, match, now);
+  }
+
+  /** The filters (alive, capacity, the request's own exclusions): the workers that may take
+   *  the request, their views refreshed for it. */
+  private candidatesFor(request: PlacementRequest, model: ModelState, match: PromptMatch): WorkerView[] {
+    const candidates = this.candidates;
+    emptyArray(candidates);
+    const workers = this.workerList;
+    const lent = lentPlaces(workers, request.modelId, this.options.maxQueuePerWorker);
+    for (let i = 0; i < workers.length; i++) {
+      const worker = workers[i]!;
       if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, lent, this.options.maxQueuePerWorker)) continue;
       if (request.avoidWorkerIds?.includes(worker.spec.id)) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight + worker.othersInFlight;
-      view.matchedTokens = match.perWorker.get(worker.spec.id) ?? 0;
-      view.kvTokens = model.tree.cachedTokens(worker.spec.id);
+      view.matchedTokens = match.heldBy(worker.spec.id);
+      if (worker.account.dropped) worker.account = model.tree.account(worker.spec.id);
+      view.kvTokens = worker.account.used;
       view.activeTokens = worker.activeTokens;
       view.waitingPrefillTokens = worker.waitingPrefillTokens;
       candidates.push(view);
     }
-    if (candidates.length === 0) return undefined;
-    const override = pinnedPlacement(candidates, pinnedWorkerId) ?? this.sessions.place(request, candidates, match.longest, now);
-    if (override === NO_PLACEMENT) return undefined;
-    const placement = override ?? policyPlacement(this.policyImpl, request, candidates, this.context(model, match, now));
-    if (!placement) return undefined;
-    const chosen = candidates.find((worker) => worker.id === placement.workerId)!;
-    return this.book(request, placement, chosen.matchedTokens, model, match, now);
+    return candidates;
   }
 
   /** The session was served on `workerId` last (another router's placement, as a shared store says): its next request goes there. */
@@ -293,7 +347,7 @@ export class GlobalScheduler {
    * has a full queue: the answer is then 429, not 503.
    */
   allQueuesFull(modelId: string, workerId?: string): boolean {
-    const lent = lentPlaces(this.workers.values(), modelId, this.options.maxQueuePerWorker);
+    const lent = lentPlaces(this.workerList, modelId, this.options.maxQueuePerWorker);
     let alive = 0;
     for (const worker of this.workers.values()) {
       if (!isAliveFor(worker, modelId) || (workerId !== undefined && worker.spec.id !== workerId)) continue;
@@ -356,20 +410,20 @@ export class GlobalScheduler {
         onRemove: (nodeId) => this.policyImpl.onPrefixRemoved?.(modelId, nodeId),
       });
       const outputs = new RecentMedian(200);
-      model = { tree, outputs, context: new DecisionContext(tree, this.workers, outputs) };
+      const match = new PromptMatch();
+      model = { tree, outputs, match, context: new DecisionContext(tree, match, this.workers, outputs) };
       this.models.set(modelId, model);
     }
     return model;
   }
 
-  private context(model: ModelState, match: PrefixMatch, now: number): PlacementContext {
+  private context(model: ModelState, now: number): PlacementContext {
     const context = model.context;
-    context.now = now;
-    context.match = match;
+    context.startDecision(this.workerList, now);
     return context;
   }
 
-  private book(request: PlacementRequest, placement: Placement, held: number, model: ModelState, match: PrefixMatch, now: number): PlacementTicket {
+  private book(request: PlacementRequest, placement: Placement, held: number, model: ModelState, match: PromptMatch, now: number): PlacementTicket {
     const worker = this.workers.get(placement.workerId)!;
     worker.inFlight++;
     worker.activeTokens += request.tokens.length;
@@ -383,4 +437,10 @@ export class GlobalScheduler {
     this.sessions.served(request, worker.spec.id, now);
     return new PlacementTicket(this.ticketBook, request, placement, worker.spec.id, now, inFlight, request.tokens.length - held);
   }
+}
+
+/** What the chosen candidate holds of the prompt (the policies only choose among candidates). */
+function heldOn(candidates: readonly WorkerView[], workerId: string): number {
+  for (let i = 0; i < candidates.length; i++) if (candidates[i]!.id === workerId) return candidates[i]!.matchedTokens;
+  throw new Error(`${workerId} is not a candidate`);
 }

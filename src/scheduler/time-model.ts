@@ -14,6 +14,7 @@
 // Pure: no node-llama-cpp, no I/O, no clock. The coefficients come from a short profile of
 // the worker at start-up (src/engine/host/calibration.ts) or from a preset, and are refined online
 // from observed timings (observePrefill / observeDecode, see the class comment).
+import { nonNegativeLeastSquares, outlierLimit, WeightedRows } from "./least-squares.js";
 
 export interface TimeModelCoefficients {
   /** Prefill: fixed cost of one prefill, ms. */
@@ -80,6 +81,16 @@ const DEFAULT_PRIOR_WEIGHT = 20;
 /** Shapes the prior is sampled at when no calibration samples are given: extend x cached prefix. */
 const PRIOR_GRID = { extend: [16, 64, 256, 1024, 4096], prefix: [0, 1024, 4096] } as const;
 
+/** Where each coefficient sits in TimeModel's array of them. */
+const BASE = 0;
+const PER_EXTEND = 1;
+const PER_CONTEXT = 2;
+const PER_EXTEND_CONTEXT = 3;
+const DECODE_BASE = 4;
+const DECODE_PER_CONTEXT = 5;
+const COPY_BASE = 6;
+const COPY_PER_TOKEN = 7;
+
 /**
  * The time model of one worker.
  *
@@ -97,21 +108,34 @@ const PRIOR_GRID = { extend: [16, 64, 256, 1024, 4096], prefix: [0, 1024, 4096] 
  */
 export class TimeModel {
   private current: TimeModelCoefficients;
+  /** `current` in a typed array, what the predictions read: every placement asks every
+   *  worker's model, and reading one shape of array stays fast where reading the objects
+   *  the refits make (their fields change representation) turned into generic lookups. */
+  private readonly k = new Float64Array(8);
   private readonly learningWindow: number;
   private readonly refitEvery: number;
   private readonly priorWeight: number;
   private readonly priorPrefill: PrefillSample[];
   private readonly priorDecode: DecodeSample[];
-  private readonly prefillObservations: PrefillSample[] = [];
-  private readonly decodeObservations: DecodeSample[] = [];
+  /** [extend, context, ms] of the last observations, oldest first. */
+  private readonly prefillObservations: ObservationWindow;
+  /** [context, msPerToken] of the last observations, oldest first. */
+  private readonly decodeObservations: ObservationWindow;
   private prefillSinceRefit = 0;
   private decodeSinceRefit = 0;
+  /** Scratch of the refits (one refit at a time). */
+  private readonly prefillRows = new WeightedRows(4);
+  private readonly decodeRows = new WeightedRows(2);
+  private residuals = new Float64Array(32);
 
   constructor(coefficients: TimeModelCoefficients, options: TimeModelOptions = {}) {
     assertCoefficients(coefficients);
     this.current = { ...coefficients };
+    this.syncCoefficients();
     this.learningWindow = positiveInteger(options.learningWindow ?? DEFAULT_LEARNING_WINDOW, "learningWindow");
     this.refitEvery = positiveInteger(options.refitEvery ?? DEFAULT_REFIT_EVERY, "refitEvery");
+    this.prefillObservations = new ObservationWindow(3, this.learningWindow);
+    this.decodeObservations = new ObservationWindow(2, this.learningWindow);
     this.priorWeight = options.priorWeight ?? DEFAULT_PRIOR_WEIGHT;
     if (!(this.priorWeight > 0 && Number.isFinite(this.priorWeight))) {
       throw new RangeError(`TimeModel: priorWeight must be > 0, got ${this.priorWeight}`);
@@ -135,35 +159,34 @@ export class TimeModel {
    */
   prefillMs(extendTokens: number, contextTokens: number): number {
     if (!(extendTokens > 0)) return 0;
-    return prefillFormula(this.current, extendTokens, Math.max(contextTokens, extendTokens));
+    return this.prefillFormula(extendTokens, Math.max(contextTokens, extendTokens));
   }
 
   /** Time of one decoded token with `contextTokens` tokens in the sequence. */
   decodeMsPerToken(contextTokens: number): number {
-    const c = this.current;
-    return Math.max(0, c.decodeBase + c.decodePerContext * Math.max(0, contextTokens));
+    const k = this.k;
+    return Math.max(0, k[DECODE_BASE]! + k[DECODE_PER_CONTEXT]! * Math.max(0, contextTokens));
   }
 
   /** Time to copy a prefix of `tokens` tokens to another worker: save its KV state + load it there. */
   copyMs(tokens: number): number {
     if (!(tokens > 0)) return 0;
-    const c = this.current;
-    return Math.max(0, c.copyBase + c.copyPerToken * tokens);
+    const k = this.k;
+    return Math.max(0, k[COPY_BASE]! + k[COPY_PER_TOKEN]! * tokens);
   }
 
   /** An observed prefill (from taking the slot to the first token). Non-finite or empty ones are ignored. */
   observePrefill(extendTokens: number, contextTokens: number, ms: number): void {
-    const sample = { extend: extendTokens, context: Math.max(contextTokens, extendTokens), ms };
-    if (!isUsablePrefill(sample)) return;
-    pushBounded(this.prefillObservations, sample, this.learningWindow);
+    const context = Math.max(contextTokens, extendTokens);
+    if (!isUsablePrefillShape(extendTokens, context, ms)) return;
+    this.prefillObservations.push(extendTokens, context, ms);
     if (++this.prefillSinceRefit >= this.refitEvery) this.refitPrefill();
   }
 
   /** An observed decode speed at a context length. Non-finite or non-positive ones are ignored. */
   observeDecode(contextTokens: number, msPerToken: number): void {
-    const sample = { context: contextTokens, msPerToken };
-    if (!isUsableDecode(sample)) return;
-    pushBounded(this.decodeObservations, sample, this.learningWindow);
+    if (!isUsableDecodeShape(contextTokens, msPerToken)) return;
+    this.decodeObservations.push(contextTokens, msPerToken);
     if (++this.decodeSinceRefit >= this.refitEvery) this.refitDecode();
   }
 
@@ -175,10 +198,10 @@ export class TimeModel {
    * unmeasured copy never looks cheaper than recomputing within the profiled range.
    */
   static fit(samples: readonly PrefillSample[], decode: readonly DecodeSample[], copy: readonly CopySample[] = []): TimeModelCoefficients {
-    const prefill = fitPrefill(samples.filter(isUsablePrefill).map((s) => ({ sample: s, weight: 1 })));
+    const prefill = fitPrefill(samples.filter(isUsablePrefill));
     if (!prefill) throw new RangeError("TimeModel.fit: needs at least one prefill sample with extend > 0 and ms > 0");
     const decodePart =
-      fitDecode(decode.filter(isUsableDecode).map((s) => ({ sample: s, weight: 1 }))) ??
+      fitDecode(decode.filter(isUsableDecode)) ??
       ({ decodeBase: prefill.base + prefill.perExtend, decodePerContext: prefill.perContext + prefill.perExtendContext } as const);
     const maxContext = Math.max(...samples.filter(isUsablePrefill).map((s) => s.context));
     const copyPart =
@@ -190,40 +213,186 @@ export class TimeModel {
     return { ...prefill, ...decodePart, ...copyPart };
   }
 
+  /**
+   * Refits the prefill part: weighted least squares over the prior and the observations
+   * (weights relative to what the model predicts now), then once more without the
+   * observations that fit the first result badly (trimOutliers' rule), if any.
+   */
   private refitPrefill(): void {
     this.prefillSinceRefit = 0;
-    const observed = this.prefillObservations.map((sample) => ({ sample, weight: 1 }));
-    const priorEach = this.priorWeight / Math.max(1, this.priorPrefill.length);
-    const prior = this.priorPrefill.map((sample) => ({ sample, weight: priorEach }));
-    // Relative to what the model predicts now, not to the observation: a wildly fast outlier
-    // must not get a wildly large weight.
-    const scale = (s: PrefillSample) => prefillFormula(this.current, s.extend, s.context) || s.ms;
-    const first = fitPrefill([...prior, ...observed], scale);
+    const prior = this.priorPrefill;
+    const observed = this.prefillObservations;
+    const rows = this.prefillRows;
+    rows.reserve(prior.length + observed.size);
+    const { y, w } = rows;
+    const [x0, x1, x2, x3] = rows.x as [Float64Array, Float64Array, Float64Array, Float64Array];
+    // Rows [extend, 1, extend*ctx, ctx] -> ms, the prior's first. Weights are relative to what
+    // the model predicts now, not to the observation: a wildly fast outlier must not get a
+    // wildly large weight.
+    const priorEach = this.priorWeight / Math.max(1, prior.length);
+    let r = 0;
+    for (const s of prior) {
+      x0[r] = s.extend;
+      x1[r] = 1;
+      x2[r] = s.extend * s.context;
+      x3[r] = s.context;
+      y[r] = s.ms;
+      w[r] = priorEach / (this.prefillFormula(s.extend, s.context) || s.ms) ** 2;
+      r++;
+    }
+    const [extends_, contexts, mss] = observed.fields as [number[], number[], number[]];
+    for (let k = 0; k < observed.size; k++) {
+      const i = observed.index(k);
+      const extend = extends_[i]!;
+      const context = contexts[i]!;
+      const ms = mss[i]!;
+      x0[r] = extend;
+      x1[r] = 1;
+      x2[r] = extend * context;
+      x3[r] = context;
+      y[r] = ms;
+      w[r] = 1 / (this.prefillFormula(extend, context) || ms) ** 2;
+      r++;
+    }
+    rows.count = r;
+    const first = prefillPart(nonNegativeLeastSquares(rows));
     if (!first) return;
-    const kept = trimOutliers(
-      observed,
-      (s) => s.ms,
-      (s) => prefillFormula(first, s.extend, s.context),
-    );
-    const fitted = kept.length === observed.length ? first : fitPrefill([...prior, ...kept], scale);
-    if (fitted) this.current = { ...this.current, ...fitted };
+    // Each observation's residual against the first fit (its row holds its extend, context and ms).
+    const residuals = this.residualScratch(observed.size);
+    for (let k = 0, r = prior.length; k < residuals.length; k++, r++) residuals[k] = relativeResidual(y[r]!, prefillFormula(first, x0[r]!, x3[r]!));
+    const fitted = dropOutliers(rows, prior.length, residuals) ? prefillPart(nonNegativeLeastSquares(rows)) : first;
+    if (fitted) this.adopt(fitted);
   }
 
+  /** Refits the decode part, as refitPrefill: rows [1, ctx] -> ms per token. */
   private refitDecode(): void {
     this.decodeSinceRefit = 0;
-    const observed = this.decodeObservations.map((sample) => ({ sample, weight: 1 }));
-    const priorEach = this.priorWeight / Math.max(1, this.priorDecode.length);
-    const prior = this.priorDecode.map((sample) => ({ sample, weight: priorEach }));
-    const scale = (s: DecodeSample) => this.current.decodeBase + this.current.decodePerContext * s.context || s.msPerToken;
-    const first = fitDecode([...prior, ...observed], scale);
+    const prior = this.priorDecode;
+    const observed = this.decodeObservations;
+    const rows = this.decodeRows;
+    rows.reserve(prior.length + observed.size);
+    const { y, w } = rows;
+    const [x0, x1] = rows.x as [Float64Array, Float64Array];
+    const coef = this.k;
+    const base = coef[DECODE_BASE]!;
+    const perContext = coef[DECODE_PER_CONTEXT]!;
+    const priorEach = this.priorWeight / Math.max(1, prior.length);
+    let r = 0;
+    for (const s of prior) {
+      x0[r] = 1;
+      x1[r] = s.context;
+      y[r] = s.msPerToken;
+      w[r] = priorEach / (base + perContext * s.context || s.msPerToken) ** 2;
+      r++;
+    }
+    const [contexts, msPerTokens] = observed.fields as [number[], number[]];
+    for (let k = 0; k < observed.size; k++) {
+      const i = observed.index(k);
+      const context = contexts[i]!;
+      const msPerToken = msPerTokens[i]!;
+      x0[r] = 1;
+      x1[r] = context;
+      y[r] = msPerToken;
+      w[r] = 1 / (base + perContext * context || msPerToken) ** 2;
+      r++;
+    }
+    rows.count = r;
+    const first = decodePart(nonNegativeLeastSquares(rows));
     if (!first) return;
-    const kept = trimOutliers(
-      observed,
-      (s) => s.msPerToken,
-      (s) => first.decodeBase + first.decodePerContext * s.context,
-    );
-    const fitted = kept.length === observed.length ? first : fitDecode([...prior, ...kept], scale);
-    if (fitted) this.current = { ...this.current, ...fitted };
+    const residuals = this.residualScratch(observed.size);
+    for (let k = 0, r = prior.length; k < residuals.length; k++, r++)
+      residuals[k] = relativeResidual(y[r]!, first.decodeBase + first.decodePerContext * x1[r]!);
+    const fitted = dropOutliers(rows, prior.length, residuals) ? decodePart(nonNegativeLeastSquares(rows)) : first;
+    if (fitted) this.adopt(fitted);
+  }
+
+  /** prefillFormula over the coefficients in use (the same arithmetic, read from the array). */
+  private prefillFormula(extend: number, context: number): number {
+    const k = this.k;
+    return Math.max(0, k[BASE]! + k[PER_EXTEND]! * extend + k[PER_CONTEXT]! * context + k[PER_EXTEND_CONTEXT]! * extend * context);
+  }
+
+  /** The refit's part replaces those coefficients. */
+  private adopt(part: Partial<TimeModelCoefficients>): void {
+    this.current = { ...this.current, ...part };
+    this.syncCoefficients();
+  }
+
+  private syncCoefficients(): void {
+    const c = this.current;
+    const k = this.k;
+    k[BASE] = c.base;
+    k[PER_EXTEND] = c.perExtend;
+    k[PER_CONTEXT] = c.perContext;
+    k[PER_EXTEND_CONTEXT] = c.perExtendContext;
+    k[DECODE_BASE] = c.decodeBase;
+    k[DECODE_PER_CONTEXT] = c.decodePerContext;
+    k[COPY_BASE] = c.copyBase;
+    k[COPY_PER_TOKEN] = c.copyPerToken;
+  }
+
+  /** A scratch array of `count` residuals (valid until the next refit). */
+  private residualScratch(count: number): Float64Array {
+    if (this.residuals.length < count) this.residuals = new Float64Array(Math.max(count, 2 * this.residuals.length));
+    return this.residuals.subarray(0, count);
+  }
+}
+
+/**
+ * Removes from `rows` (the prior's `priorRows` first, then one per observation) the
+ * observations whose residual is above max(4 x the median one, 20%), when there are at least
+ * 3. Returns whether any went; the rows kept stay in order, so a refit over them is the fit
+ * of exactly those.
+ */
+function dropOutliers(rows: WeightedRows, priorRows: number, residuals: Float64Array): boolean {
+  const count = residuals.length;
+  if (count < 3) return false;
+  const limit = outlierLimit(residuals);
+  let kept = priorRows;
+  for (let k = 0; k < count; k++) {
+    if (!(residuals[k]! <= limit)) continue;
+    if (kept !== priorRows + k) rows.moveRow(priorRows + k, kept);
+    kept++;
+  }
+  rows.count = kept;
+  return kept !== priorRows + count;
+}
+
+/**
+ * The last `limit` observations of one kind, oldest first: fields in parallel arrays, a
+ * ring once full (no object per observation, no shifting).
+ */
+class ObservationWindow {
+  /** Per field, the values by storage index (see `index`). */
+  readonly fields: number[][];
+  private start = 0;
+  size = 0;
+
+  constructor(
+    fields: number,
+    private readonly limit: number,
+  ) {
+    this.fields = Array.from({ length: fields }, () => []);
+  }
+
+  push(a: number, b: number, c = 0): void {
+    const fields = this.fields;
+    let i: number;
+    if (this.size < this.limit) {
+      i = this.size++;
+    } else {
+      i = this.start;
+      this.start = (this.start + 1) % this.limit;
+    }
+    fields[0]![i] = a;
+    fields[1]![i] = b;
+    if (fields.length > 2) fields[2]![i] = c;
+  }
+
+  /** Where observation k (0 = the oldest) is stored in `fields`. */
+  index(k: number): number {
+    const i = this.start + k;
+    return i >= this.limit ? i - this.limit : i;
   }
 }
 
@@ -291,11 +460,6 @@ export const TIME_MODEL_PRESETS: Record<string, TimeModelCoefficients> = {
 // ---------------------------------------------------------------------------------------------
 // Fitting
 
-interface Weighted<T> {
-  sample: T;
-  weight: number;
-}
-
 type PrefillPart = Pick<TimeModelCoefficients, "base" | "perExtend" | "perContext" | "perExtendContext">;
 type DecodePart = Pick<TimeModelCoefficients, "decodeBase" | "decodePerContext">;
 type CopyPart = Pick<TimeModelCoefficients, "copyBase" | "copyPerToken">;
@@ -305,123 +469,45 @@ type CopyPart = Pick<TimeModelCoefficients, "copyBase" | "copyPerToken">;
  * samples cannot tell apart from earlier ones (all samples of one length; cold prompts only,
  * where ctx = extend) is left out (coefficient 0); a column that comes out negative is left out
  * and the rest refitted. So every coefficient is >= 0: predictions are >= 0 and grow with extend.
+ * Each sample weighs 1 / its ms^2 (relative error).
  */
-function fitPrefill(rows: readonly Weighted<PrefillSample>[], scale: (s: PrefillSample) => number = (s) => s.ms): PrefillPart | undefined {
-  const beta = nonNegativeLeastSquares(
-    rows.map(({ sample: s }) => [s.extend, 1, s.extend * s.context, s.context]),
-    rows.map(({ sample: s }) => s.ms),
-    rows.map(({ sample: s, weight }) => weight / scale(s) ** 2),
-  );
+function fitPrefill(samples: readonly PrefillSample[]): PrefillPart | undefined {
+  const rows = new WeightedRows(4, Math.max(1, samples.length));
+  for (const s of samples) rows.push(s.ms, 1 / s.ms ** 2, s.extend, 1, s.extend * s.context, s.context);
+  return prefillPart(nonNegativeLeastSquares(rows));
+}
+
+/** Prefill coefficients from the solution over [extend, 1, extend*ctx, ctx]. */
+function prefillPart(beta: number[] | undefined): PrefillPart | undefined {
   if (!beta) return undefined;
   return { perExtend: beta[0]!, base: beta[1]!, perExtendContext: beta[2]!, perContext: beta[3]! };
 }
 
 /** Decode: columns [1, ctx]; one context length only gives a constant. */
-function fitDecode(rows: readonly Weighted<DecodeSample>[], scale: (s: DecodeSample) => number = (s) => s.msPerToken): DecodePart | undefined {
-  const beta = nonNegativeLeastSquares(
-    rows.map(({ sample: s }) => [1, s.context]),
-    rows.map(({ sample: s }) => s.msPerToken),
-    rows.map(({ sample: s, weight }) => weight / scale(s) ** 2),
-  );
+function fitDecode(samples: readonly DecodeSample[]): DecodePart | undefined {
+  const rows = new WeightedRows(2, Math.max(1, samples.length));
+  for (const s of samples) rows.push(s.msPerToken, 1 / s.msPerToken ** 2, 1, s.context);
+  return decodePart(nonNegativeLeastSquares(rows));
+}
+
+/** Decode coefficients from the solution over [1, ctx]. */
+function decodePart(beta: number[] | undefined): DecodePart | undefined {
   if (!beta) return undefined;
   return { decodeBase: beta[0]!, decodePerContext: beta[1]! };
 }
 
 /** Copy: columns [tokens, 1]; one size only gives a cost proportional to the tokens. */
 function fitCopy(samples: readonly CopySample[]): CopyPart | undefined {
-  const beta = nonNegativeLeastSquares(
-    samples.map((s) => [s.tokens, 1]),
-    samples.map((s) => s.ms),
-    samples.map((s) => 1 / (s.ms * s.ms)),
-  );
+  const rows = new WeightedRows(2, Math.max(1, samples.length));
+  for (const s of samples) rows.push(s.ms, 1 / (s.ms * s.ms), s.tokens, 1);
+  const beta = nonNegativeLeastSquares(rows);
   if (!beta) return undefined;
   return { copyPerToken: beta[0]!, copyBase: beta[1]! };
 }
 
-/**
- * Weighted least squares with every coefficient >= 0, over columns given in order of
- * preference. Solves the normal equations of the still-active columns (scaled to unit weighted
- * norm, so a column of extend*ctx ~ 1e7 and a column of ones are equally well conditioned) by
- * Gaussian elimination. The normal matrix is symmetric positive semi-definite, so elimination
- * runs without pivoting and a pivot that vanishes marks its column as a combination of the
- * columns before it: that column is dropped. A negative coefficient drops its column (the most
- * negative first) and the rest is refitted. Undefined when no column is left or no rows.
- */
-function nonNegativeLeastSquares(x: readonly number[][], y: readonly number[], w: readonly number[]): number[] | undefined {
-  const columns = x[0]?.length ?? 0;
-  if (x.length === 0 || columns === 0) return undefined;
-  let active = Array.from({ length: columns }, (_, j) => j);
-  while (active.length > 0) {
-    const solved = solveNormalEquations(x, y, w, active);
-    if ("dependent" in solved) {
-      active = active.filter((j) => j !== solved.dependent);
-      continue;
-    }
-    let worst = -1;
-    let worstValue = 0;
-    for (let k = 0; k < active.length; k++) {
-      const scaled = solved.beta[k]! * solved.scale[k]!;
-      if (!Number.isFinite(scaled)) return undefined;
-      if (scaled < worstValue) {
-        worstValue = scaled;
-        worst = active[k]!;
-      }
-    }
-    if (worst >= 0) {
-      active = active.filter((j) => j !== worst);
-      continue;
-    }
-    const beta = new Array<number>(columns).fill(0);
-    active.forEach((j, k) => {
-      beta[j] = solved.beta[k]!;
-    });
-    return beta;
-  }
-  return undefined;
-}
-
-/** A pivot below this (relative to the unit-scaled diagonal) marks a dependent column. */
-const DEPENDENT_PIVOT = 1e-9;
-
-function solveNormalEquations(
-  x: readonly number[][],
-  y: readonly number[],
-  w: readonly number[],
-  active: readonly number[],
-): { beta: number[]; scale: number[] } | { dependent: number } {
-  const n = active.length;
-  const norm = active.map((j) => Math.sqrt(x.reduce((sum, row, i) => sum + w[i]! * row[j]! ** 2, 0)));
-  for (let k = 0; k < n; k++) if (!(norm[k]! > 0) || !Number.isFinite(norm[k]!)) return { dependent: active[k]! };
-  // a[r][c] = sum_i w_i x_ir x_ic / (norm_r norm_c); b[r] = sum_i w_i x_ir y_i / norm_r
-  const a = active.map((jr, r) => active.map((jc, c) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * row[jc]!, 0) / (norm[r]! * norm[c]!)));
-  const b = active.map((jr, r) => x.reduce((sum, row, i) => sum + w[i]! * row[jr]! * y[i]!, 0) / norm[r]!);
-  for (let k = 0; k < n; k++) {
-    const pivot = a[k]![k]!;
-    if (!(pivot > DEPENDENT_PIVOT)) return { dependent: active[k]! };
-    for (let r = k + 1; r < n; r++) {
-      const factor = a[r]![k]! / pivot;
-      if (factor === 0) continue;
-      for (let c = k; c < n; c++) a[r]![c]! -= factor * a[k]![c]!;
-      b[r]! -= factor * b[k]!;
-    }
-  }
-  const scaled = new Array<number>(n).fill(0);
-  for (let k = n - 1; k >= 0; k--) {
-    let sum = b[k]!;
-    for (let c = k + 1; c < n; c++) sum -= a[k]![c]! * scaled[c]!;
-    scaled[k] = sum / a[k]![k]!;
-  }
-  return { beta: scaled.map((v, k) => v / norm[k]!), scale: norm };
-}
-
-/** Drops observations whose relative residual is above max(4 x the median one, 20%). */
-function trimOutliers<T>(rows: Weighted<T>[], observed: (s: T) => number, predicted: (s: T) => number): Weighted<T>[] {
-  if (rows.length < 3) return rows;
-  const residual = (s: T) => Math.abs(observed(s) - predicted(s)) / Math.max(predicted(s), Number.MIN_VALUE);
-  const sorted = rows.map(({ sample }) => residual(sample)).sort((p, q) => p - q);
-  const median = sorted[Math.floor(sorted.length / 2)]!;
-  const limit = Math.max(4 * median, 0.2);
-  return rows.filter(({ sample }) => residual(sample) <= limit);
+/** How far off a prediction is, relative to it (outlier trimming reads these). */
+function relativeResidual(observed: number, predicted: number): number {
+  return Math.abs(observed - predicted) / Math.max(predicted, Number.MIN_VALUE);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -447,20 +533,23 @@ function gridDecode(c: TimeModelCoefficients): DecodeSample[] {
 }
 
 function isUsablePrefill(s: PrefillSample): boolean {
-  return s.extend > 0 && s.context >= s.extend && s.ms > 0 && Number.isFinite(s.extend + s.context + s.ms);
+  return isUsablePrefillShape(s.extend, s.context, s.ms);
+}
+
+function isUsablePrefillShape(extend: number, context: number, ms: number): boolean {
+  return extend > 0 && context >= extend && ms > 0 && Number.isFinite(extend + context + ms);
 }
 
 function isUsableDecode(s: DecodeSample): boolean {
-  return s.context >= 0 && s.msPerToken > 0 && Number.isFinite(s.context + s.msPerToken);
+  return isUsableDecodeShape(s.context, s.msPerToken);
+}
+
+function isUsableDecodeShape(context: number, msPerToken: number): boolean {
+  return context >= 0 && msPerToken > 0 && Number.isFinite(context + msPerToken);
 }
 
 function isUsableCopy(s: CopySample): boolean {
   return s.tokens > 0 && s.ms > 0 && Number.isFinite(s.tokens + s.ms);
-}
-
-function pushBounded<T>(list: T[], item: T, limit: number): void {
-  list.push(item);
-  if (list.length > limit) list.splice(0, list.length - limit);
 }
 
 function positiveInteger(value: number, name: string): number {

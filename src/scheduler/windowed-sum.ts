@@ -4,13 +4,23 @@
 // and the radix tree's nodes (two sums in one ring each; see docs/scheduler-tree.md).
 
 /**
+ * A ring of sums over a window: [bucket stamps x B | sum 0 x B | sum 1 x B | ...]
+ * (B = buckets). A plain array of doubles, not a Float64Array: every node of the radix tree
+ * gets one on its first request, and a typed array's separate backing store costs far more
+ * to allocate (and to collect) than the few hundred bytes it holds. The arithmetic is the
+ * same float64 arithmetic either way.
+ */
+export type WindowRing = number[];
+
+/**
  * A window of `windowMs` cut into `buckets` buckets, and the arithmetic over a ring of sums
- * in it: a Float64Array laid out as [bucket stamps x B | sum 0 x B | sum 1 x B | ...]
- * (B = buckets). A stamp says which bucket its place holds now; a place taken over by a
- * newer bucket starts from zero in every sum.
+ * in it (WindowRing). A stamp says which bucket its place holds now; a place taken over by
+ * a newer bucket starts from zero in every sum.
  */
 export class BucketWindow {
   readonly bucketMs: number;
+  /** An empty ring per number of sums, copied by `allocate` (a copy is one block move). */
+  private readonly empty: WindowRing[] = [];
 
   constructor(
     readonly windowMs: number,
@@ -20,10 +30,15 @@ export class BucketWindow {
   }
 
   /** A ring of `sums` sums, all empty. */
-  allocate(sums: number): Float64Array {
-    const ring = new Float64Array((sums + 1) * this.buckets);
-    ring.fill(Number.NaN, 0, this.buckets);
-    return ring;
+  allocate(sums: number): WindowRing {
+    let empty = this.empty[sums];
+    if (empty === undefined) {
+      empty = [];
+      for (let i = 0; i < this.buckets; i++) empty.push(Number.NaN);
+      for (let i = this.buckets; i < (sums + 1) * this.buckets; i++) empty.push(0);
+      this.empty[sums] = empty;
+    }
+    return empty.slice();
   }
 
   /** The bucket `now` falls in: the newest one of the window that ends at `now`. */
@@ -32,7 +47,36 @@ export class BucketWindow {
   }
 
   /** Adds `value` to sum number `sum` of the ring, in the bucket of `now`. */
-  add(ring: Float64Array, now: number, sum: number, value: number): void {
+  add(ring: WindowRing, now: number, sum: number, value: number): void {
+    const slot = this.slotFor(ring, now);
+    ring[(sum + 1) * this.buckets + slot]! += value;
+  }
+
+  /** add(ring, now, sumA, valueA), then add(ring, now, sumB, valueB) unless valueB is 0,
+   *  finding the bucket once. */
+  addPair(ring: WindowRing, now: number, sumA: number, valueA: number, sumB: number, valueB: number): void {
+    const slot = this.slotFor(ring, now);
+    ring[(sumA + 1) * this.buckets + slot]! += valueA;
+    if (valueB !== 0) ring[(sumB + 1) * this.buckets + slot]! += valueB;
+  }
+
+  /** A fresh ring holds `valueA` in sum `sumA` and `valueB` in sum `sumB`, in bucket `bucket`
+   *  (what add and addPair would leave there, adding them to its zeros). */
+  seed(ring: WindowRing, bucket: number, sumA: number, valueA: number, sumB: number, valueB: number): void {
+    const buckets = this.buckets;
+    const slot = ((bucket % buckets) + buckets) % buckets;
+    ring[slot] = bucket;
+    ring[(sumA + 1) * buckets + slot] = valueA;
+    ring[(sumB + 1) * buckets + slot] = valueB;
+  }
+
+  /** Whether bucket `bucket` is in the window whose newest bucket is `newest` (NaN: never). */
+  holds(newest: number, bucket: number): boolean {
+    return bucket >= newest - this.buckets + 1 && bucket <= newest;
+  }
+
+  /** The ring's place for the bucket of `now`, emptied first if an older bucket held it. */
+  private slotFor(ring: WindowRing, now: number): number {
     const buckets = this.buckets;
     const bucket = this.bucketAt(now);
     const slot = ((bucket % buckets) + buckets) % buckets;
@@ -40,11 +84,11 @@ export class BucketWindow {
       ring[slot] = bucket;
       for (let i = buckets + slot; i < ring.length; i += buckets) ring[i] = 0;
     }
-    ring[(sum + 1) * buckets + slot]! += value;
+    return slot;
   }
 
   /** Sum number `sum` of the ring over the window whose newest bucket is `newest`. */
-  total(ring: Float64Array, newest: number, sum: number): number {
+  total(ring: WindowRing, newest: number, sum: number): number {
     const buckets = this.buckets;
     const oldest = newest - buckets + 1;
     const offset = (sum + 1) * buckets;
@@ -60,7 +104,7 @@ export class BucketWindow {
 /** One sum over a sliding window. */
 export class WindowedSum {
   private readonly window: BucketWindow;
-  private readonly ring: Float64Array;
+  private readonly ring: WindowRing;
   /** The last total read and the newest bucket it was read at (NaN: none since an add).
    *  The total only changes when a value is added or the window moves on by a bucket, and
    *  the scheduler reads every worker's total for every decision. */
@@ -108,13 +152,30 @@ export class RecentMedian {
   push(value: number): void {
     if (this.values.length < this.capacity) {
       this.values.push(value);
+      this.sorted.splice(this.lowerBound(value), 0, value);
     } else {
       const replaced = this.values[this.next]!;
       this.values[this.next] = value;
-      this.sorted.splice(this.lowerBound(replaced), 1);
+      this.replaceSorted(this.lowerBound(replaced), value);
     }
-    this.sorted.splice(this.lowerBound(value), 0, value);
     this.next = (this.next + 1) % this.capacity;
+  }
+
+  /**
+   * sorted.splice(at, 1), then `value` inserted at its lower bound (one completion replaces
+   * the oldest once the window is full), in one move of the values between the two places
+   * instead of two moves of everything after them: the same array in the end.
+   */
+  private replaceSorted(at: number, value: number): void {
+    const sorted = this.sorted;
+    const to = this.lowerBound(value); // with the replaced value still in: at or after it moves one down
+    if (to <= at) {
+      for (let i = at; i > to; i--) sorted[i] = sorted[i - 1]!;
+      sorted[to] = value;
+    } else {
+      for (let i = at; i < to - 1; i++) sorted[i] = sorted[i + 1]!;
+      sorted[to - 1] = value;
+    }
   }
 
   /** undefined until a value was pushed. */

@@ -442,6 +442,22 @@ describe("RecentMedian", () => {
     for (const value of [2, 3, 4]) median.push(value); // last five: 100, 100, 2, 3, 4
     expect(median.median()).toBe(4);
   });
+
+  it("keeps the median of a plain sort of the window, value after value (repeats, both directions)", async () => {
+    const { RecentMedian } = await import("../../src/scheduler/windowed-sum.js");
+    const { mulberry32 } = await import("../../src/common/random.js");
+    const random = mulberry32(11);
+    const median = new RecentMedian(7);
+    const window: number[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const value = Math.floor(random() * 12) * (i % 3 === 0 ? 10 : 1);
+      median.push(value);
+      window.push(value);
+      if (window.length > 7) window.shift();
+      const sorted = [...window].sort((a, b) => a - b);
+      expect(median.median()).toBe(sorted[Math.floor(sorted.length / 2)]);
+    }
+  });
 });
 
 describe("load reported by a worker that other routers share, and a worker held out", () => {

@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../src/common/random.js";
+import { nonNegativeActiveSet, solveScaledSystem, type SubsetSolution } from "../../src/scheduler/least-squares.js";
 import { TIME_MODEL_PRESETS, TimeModel, type PrefillSample, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 
 const known: TimeModelCoefficients = {
@@ -228,5 +230,149 @@ describe("TimeModel online refinement", () => {
     for (let i = 0; i < 100; i++) model.observePrefill(64, 64, 9);
     expectSane(model.coefficients);
     expect(model.prefillMs(64, 64)).toBeGreaterThan(0);
+  });
+});
+
+/**
+ * The online refit written the plain way (an array per row, every sum recomputed for every
+ * active set, a sort for the median): the model's fit must be exactly this one, to the bit.
+ */
+type PlainRow = { x: number[]; y: number; w: number };
+
+function plainSolve(rows: readonly PlainRow[], active: readonly number[]): SubsetSolution {
+  const n = active.length;
+  const norm = active.map((j) => Math.sqrt(rows.reduce((sum, row) => sum + row.w * row.x[j]! ** 2, 0)));
+  for (let k = 0; k < n; k++) if (!(norm[k]! > 0) || !Number.isFinite(norm[k]!)) return { dependent: active[k]! };
+  const a = active.map((jr, r) => active.map((jc, c) => rows.reduce((sum, row) => sum + row.w * row.x[jr]! * row.x[jc]!, 0) / (norm[r]! * norm[c]!)));
+  const b = active.map((jr, r) => rows.reduce((sum, row) => sum + row.w * row.x[jr]! * row.y, 0) / norm[r]!);
+  return solveScaledSystem(a, b, norm, active);
+}
+
+function plainNnls(rows: readonly PlainRow[]): number[] | undefined {
+  const columns = rows[0]?.x.length ?? 0;
+  if (rows.length === 0 || columns === 0) return undefined;
+  return nonNegativeActiveSet(columns, (active) => plainSolve(rows, active));
+}
+
+/** Observations whose relative residual is above max(4 x the median, 20%) go (3 or more). */
+function plainTrim<T>(rows: T[], residual: (row: T) => number): T[] {
+  if (rows.length < 3) return rows;
+  const sorted = rows.map(residual).sort((p, q) => p - q);
+  const limit = Math.max(4 * sorted[Math.floor(sorted.length / 2)]!, 0.2);
+  return rows.filter((row) => residual(row) <= limit);
+}
+
+const plainPrefill = (c: Pick<TimeModelCoefficients, "base" | "perExtend" | "perContext" | "perExtendContext">, e: number, ctx: number) =>
+  Math.max(0, c.base + c.perExtend * e + c.perContext * ctx + c.perExtendContext * e * ctx);
+
+/** The model's online refinement, as TimeModel documents it, with its defaults. */
+class PlainRefitModel {
+  c: TimeModelCoefficients;
+  private readonly prefillObs: { e: number; ctx: number; ms: number }[] = [];
+  private readonly decodeObs: { ctx: number; ms: number }[] = [];
+  private readonly priorPrefill: { e: number; ctx: number; ms: number }[] = [];
+  private readonly priorDecode: { ctx: number; ms: number }[] = [];
+
+  constructor(c: TimeModelCoefficients) {
+    this.c = { ...c };
+    for (const e of [16, 64, 256, 1024, 4096]) {
+      for (const p of [0, 1024, 4096]) {
+        const ms = plainPrefill(c, e, p + e);
+        if (ms > 0) this.priorPrefill.push({ e, ctx: p + e, ms });
+      }
+    }
+    for (const ctx of [16, 1024, 4096, 16384]) {
+      const ms = c.decodeBase + c.decodePerContext * ctx;
+      if (ms > 0) this.priorDecode.push({ ctx, ms });
+    }
+  }
+
+  observePrefill(e: number, ctx: number, ms: number): void {
+    this.prefillObs.push({ e, ctx, ms });
+    if (this.prefillObs.length > 200) this.prefillObs.shift();
+    if (this.prefillSeen++ % 20 === 19) this.refitPrefill();
+  }
+
+  private prefillSeen = 0;
+  private decodeSeen = 0;
+
+  observeDecode(ctx: number, ms: number): void {
+    this.decodeObs.push({ ctx, ms });
+    if (this.decodeObs.length > 200) this.decodeObs.shift();
+    if (this.decodeSeen++ % 20 === 19) this.refitDecode();
+  }
+
+  private refitPrefill(): void {
+    const scale = (s: { e: number; ctx: number; ms: number }) => plainPrefill(this.c, s.e, s.ctx) || s.ms;
+    const each = 20 / this.priorPrefill.length;
+    const row = (s: { e: number; ctx: number; ms: number }, weight: number): PlainRow => ({
+      x: [s.e, 1, s.e * s.ctx, s.ctx],
+      y: s.ms,
+      w: weight / scale(s) ** 2,
+    });
+    const fitRows = (observed: typeof this.prefillObs) => {
+      const beta = plainNnls([...this.priorPrefill.map((s) => row(s, each)), ...observed.map((s) => row(s, 1))]);
+      return beta && { perExtend: beta[0]!, base: beta[1]!, perExtendContext: beta[2]!, perContext: beta[3]! };
+    };
+    const first = fitRows(this.prefillObs);
+    if (!first) return;
+    const kept = plainTrim(
+      this.prefillObs,
+      (s) => Math.abs(s.ms - plainPrefill(first, s.e, s.ctx)) / Math.max(plainPrefill(first, s.e, s.ctx), Number.MIN_VALUE),
+    );
+    const fitted = kept.length === this.prefillObs.length ? first : fitRows(kept);
+    if (fitted) this.c = { ...this.c, ...fitted };
+  }
+
+  private refitDecode(): void {
+    const scale = (s: { ctx: number; ms: number }) => this.c.decodeBase + this.c.decodePerContext * s.ctx || s.ms;
+    const each = 20 / this.priorDecode.length;
+    const row = (s: { ctx: number; ms: number }, weight: number): PlainRow => ({ x: [1, s.ctx], y: s.ms, w: weight / scale(s) ** 2 });
+    const fitRows = (observed: typeof this.decodeObs) => {
+      const beta = plainNnls([...this.priorDecode.map((s) => row(s, each)), ...observed.map((s) => row(s, 1))]);
+      return beta && { decodeBase: beta[0]!, decodePerContext: beta[1]! };
+    };
+    const first = fitRows(this.decodeObs);
+    if (!first) return;
+    const kept = plainTrim(
+      this.decodeObs,
+      (s) =>
+        Math.abs(s.ms - (first.decodeBase + first.decodePerContext * s.ctx)) / Math.max(first.decodeBase + first.decodePerContext * s.ctx, Number.MIN_VALUE),
+    );
+    const fitted = kept.length === this.decodeObs.length ? first : fitRows(kept);
+    if (fitted) this.c = { ...this.c, ...fitted };
+  }
+}
+
+describe("TimeModel online refit, exactly", () => {
+  it("gives, refit after refit, the very coefficients of the plain least-squares refit (outliers, a full window, negative columns)", () => {
+    const random = mulberry32(7);
+    for (const start of [known, TIME_MODEL_PRESETS["a6000-mistral-7b"]!]) {
+      const model = new TimeModel(start);
+      const plain = new PlainRefitModel(start);
+      let refits = 0;
+      for (let i = 0; i < 700; i++) {
+        const extend = 1 + Math.floor(random() * 4000);
+        const context = extend + Math.floor(random() * 8000);
+        // Mostly the model with noise, drifting slower; some wild ones; a phase where
+        // the context costs nothing (a column comes out negative and is dropped).
+        const wild = random() < 0.05 ? (random() < 0.5 ? 40 : 0.03) : 1;
+        const drift = 1 + i / 500;
+        const ms = (i > 300 && i < 450 ? 5 + 0.2 * extend : prefill(start, extend, context)) * drift * wild * (0.9 + 0.2 * random());
+        model.observePrefill(extend, context, ms);
+        plain.observePrefill(extend, context, ms);
+        const decodeContext = Math.floor(random() * 16000);
+        const msPerToken = (start.decodeBase + start.decodePerContext * decodeContext) * drift * wild * (0.9 + 0.2 * random());
+        model.observeDecode(decodeContext, msPerToken);
+        plain.observeDecode(decodeContext, msPerToken);
+        if ((i + 1) % 20 === 0) {
+          refits++;
+          for (const key of Object.keys(start) as (keyof TimeModelCoefficients)[])
+            expect(Object.is(model.coefficients[key], plain.c[key]), `${key} after ${i + 1}`).toBe(true);
+        }
+      }
+      expect(refits).toBe(35);
+      expect(model.coefficients).not.toEqual(start);
+    }
   });
 });

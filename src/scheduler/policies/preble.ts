@@ -195,6 +195,9 @@ export class PreblePolicy implements PlacementPolicy {
    *  histories' newest samples (a history is moved to the back when it gets one; with a
    *  clock that only moves forward), so the ones whose window has passed are at the front. */
   private readonly ttftByPrefix = new Map<string, Map<number, TtftHistory>>();
+  /** Per model, the prefix whose history was moved to the back of its map last (while it is
+   *  still there, it is still the last one: nothing else adds to the map). */
+  private readonly lastMoved = new Map<string, number>();
   private readonly scratch = new Scratch();
 
   constructor(private readonly options: PrebleOptions) {}
@@ -255,9 +258,13 @@ export class PreblePolicy implements PlacementPolicy {
     }
     const horizon = now - this.options.windowMs;
     let history = histories.get(placement.prefixKey);
-    if (history) histories.delete(placement.prefixKey);
-    else history = new TtftHistory();
-    histories.set(placement.prefixKey, history);
+    if (history === undefined || this.lastMoved.get(request.modelId) !== placement.prefixKey) {
+      // To the back of the map (where it is already when it was the last one moved).
+      if (history) histories.delete(placement.prefixKey);
+      else history = new TtftHistory();
+      histories.set(placement.prefixKey, history);
+      this.lastMoved.set(request.modelId, placement.prefixKey);
+    }
     // Keeps the window's samples, at most the last 256 (bounds memory).
     history.push(now, outcome.ttftMs, horizon, 256);
     // Histories with no sample left in the window say nothing to isHot: drop them.
@@ -300,14 +307,10 @@ export class PreblePolicy implements PlacementPolicy {
     prefixKey: number | undefined,
     copies?: CopyAction[],
   ): Placement {
-    return {
-      workerId: worker.id,
-      reason,
-      matchedTokens: matched,
-      costs,
-      ...(copies && copies.length > 0 ? { copies } : {}),
-      ...(prefixKey !== undefined ? { prefixKey } : {}),
-    };
+    const placement: Placement = { workerId: worker.id, reason, matchedTokens: matched, costs };
+    if (copies && copies.length > 0) placement.copies = copies;
+    if (prefixKey !== undefined) placement.prefixKey = prefixKey;
+    return placement;
   }
 
   /**
@@ -358,11 +361,14 @@ export class PreblePolicy implements PlacementPolicy {
     return best;
   }
 
+  /** M: what LRU would evict from the worker to fit the request, each entry priced as its
+   *  recompute (requests in the window x its prefill), in eviction order. */
   private evictionCost(worker: WorkerView, model: TimeModel, request: PlacementRequest, context: PlacementContext): number {
     const needed = request.tokens.length - worker.matchedTokens;
+    const order = context.tree.evictionOrder(worker.id, needed, context.match);
     let cost = 0;
-    for (const entry of context.tree.simulateEviction(worker.id, needed, context.match)) {
-      cost += entry.node.requestsInWindow() * model.prefillMs(entry.tokens, entry.contextLength);
+    for (let node = order.next(); node !== undefined; node = order.next()) {
+      cost += node.requestsInWindow() * model.prefillMs(node.segmentLength, node.contextLength);
     }
     return cost;
   }

@@ -4,12 +4,16 @@
 import type { TokenIds } from "../../common/tokens.js";
 import { GLOBAL_SCHEDULER_DEFAULTS } from "../global-scheduler-settings.js";
 import { BucketWindow } from "../windowed-sum.js";
+import { EvictionPlan } from "./eviction-plan.js";
 import { InFlight } from "./in-flight.js";
 import { Holder, NO_PROTECTION, type RadixNode, type WindowClock } from "./node.js";
-import { checkTokenIds, TokenTrie } from "./trie.js";
+import type { PromptMatch } from "./prompt-match.js";
+import { checkTokenIds, matchingTokens, TokenTrie } from "./trie.js";
 import {
   MAX_SLOTS,
   type EvictedEntry,
+  type EvictionOrder,
+  type WorkerAccount,
   type InFlightHandle,
   type InsertResult,
   type PrefixMatch,
@@ -18,6 +22,7 @@ import {
   type WorkerId,
 } from "./types.js";
 import { WorkerCacheBook } from "./worker-cache-book.js";
+import { emptyArray } from "../scratch.js";
 
 const NO_EVICTIONS: readonly EvictedEntry[] = Object.freeze([]);
 
@@ -31,6 +36,8 @@ export class RadixTree {
   private readonly root: RadixNode;
   private readonly clock: WindowClock;
   private readonly onEvict: ((workerId: WorkerId, evicted: readonly EvictedEntry[]) => void) | undefined;
+  /** The one eviction plan `evictionOrder` lends (and `simulateEviction` reads out). */
+  private readonly plan = new EvictionPlan();
   readonly windowMs: number;
 
   constructor(options: RadixTreeOptions) {
@@ -41,7 +48,7 @@ export class RadixTree {
     this.windowMs = windowMs;
     this.clock = { now: options.now, window: new BucketWindow(windowMs, buckets) };
     this.onEvict = options.onEvict;
-    this.trie = new TokenTrie(this.clock, this.workers, options.onRemove);
+    this.trie = new TokenTrie(this.clock, options.onRemove);
     this.root = this.trie.root;
   }
 
@@ -64,6 +71,12 @@ export class RadixTree {
     return this.workers.get(workerId)?.capacity ?? Number.POSITIVE_INFINITY;
   }
 
+  /** The worker's account (made if it has none), to read its cached tokens and capacity
+   *  live: one that reads them for every decision keeps it, until it reads `dropped`. */
+  account(workerId: WorkerId): WorkerAccount {
+    return this.ensureWorker(workerId);
+  }
+
   /** Tokens accounted to the worker: every node it caches, its segment counted once. */
   cachedTokens(workerId: WorkerId): number {
     return this.workers.get(workerId)?.used ?? 0;
@@ -82,7 +95,7 @@ export class RadixTree {
     const book = this.ensureWorker(workerId);
     book.capacity = tokens;
     if (book.used <= tokens) return NO_EVICTIONS;
-    const evicted = book.planEviction(book.used - tokens, NO_PROTECTION, true);
+    const evicted = book.evict(book.used - tokens, NO_PROTECTION, true);
     book.maybeCompact();
     if (evicted.length > 0) this.onEvict?.(workerId, evicted);
     return evicted;
@@ -91,6 +104,13 @@ export class RadixTree {
   /** Per worker, the longest cached prefix of `tokens`. Read-only: touches no stats. */
   match(tokens: TokenIds): PrefixMatch {
     return this.trie.match(tokens);
+  }
+
+  /** `match`, into a match kept by the caller and reused (what it held before is dropped):
+   *  the global scheduler's match of each request, which allocates nothing. */
+  matchInto(into: PromptMatch, tokens: TokenIds): PromptMatch {
+    this.trie.matchInto(into, tokens);
+    return into;
   }
 
   /** The longest prefix of `tokens` the worker caches. Read-only, allocates nothing. */
@@ -114,17 +134,16 @@ export class RadixTree {
     const need = n - held;
     let evicted = NO_EVICTIONS;
     if (book.used + need > book.capacity) {
-      evicted = book.planEviction(book.used + need - book.capacity, mark, true);
+      evicted = book.evict(book.used + need - book.capacity, mark, true);
     }
     const room = book.capacity - book.used;
     const target = need <= room ? n : held + Math.max(0, room);
     if (target > 0) {
       const path = this.trie.ensurePath(tokens, target);
-      for (let i = 0; i < path.length; i++) book.cache(path[i]!, now);
-      const last = path[path.length - 1]!;
-      const lh = last.holder(workerId)!;
-      if (lh.heldChildren === 0) book.pushLeaf(last, lh);
-      path.length = 0;
+      let lh: Holder | undefined;
+      for (let i = 0; i < path.length; i++) lh = book.cache(path[i]!, now);
+      if (lh!.heldChildren === 0) book.pushLeaf(path[path.length - 1]!, lh!);
+      emptyArray(path);
     }
     book.maybeCompact();
     if (evicted.length > 0) this.onEvict?.(workerId, evicted);
@@ -140,16 +159,31 @@ export class RadixTree {
    * tree as it is now (a node on its path split or pruned since throws).
    */
   simulateEviction(workerId: WorkerId, tokensNeeded: number, protect?: TokenIds | PrefixMatch): readonly EvictedEntry[] {
+    const order = this.evictionOrder(workerId, tokensNeeded, protect);
+    const out: EvictedEntry[] = [];
+    for (let node = order.next(); node !== undefined; node = order.next()) {
+      out.push({ workerId, node, tokens: node.segmentLength, contextLength: node.contextLength, lastAccess: node.lastAccess(workerId)! });
+    }
+    return out;
+  }
+
+  /**
+   * `simulateEviction`'s entries one node at a time, allocating nothing (a placement policy
+   * pricing every worker's eviction): the same nodes in the same order, each standing for
+   * its whole segment. The order is lent, not given: it is valid until the tree changes or
+   * the next call of `evictionOrder` or `simulateEviction`.
+   */
+  evictionOrder(workerId: WorkerId, tokensNeeded: number, protect?: TokenIds | PrefixMatch): EvictionOrder {
     const book = this.workers.get(workerId);
     // Nothing to evict while the worker has room: return before walking the prompt.
-    if (book === undefined || book.used + tokensNeeded <= book.capacity) return NO_EVICTIONS;
+    if (book === undefined || book.used + tokensNeeded <= book.capacity) return this.plan.start(null, 0, NO_PROTECTION, 0);
     let mark = NO_PROTECTION;
     if (protect !== undefined) {
       mark = this.trie.newProtectMark();
       if (isPrefixMatch(protect)) this.trie.markMatchedPath(workerId, protect, mark);
       else this.trie.walkHeld(workerId, protect, mark);
     }
-    return book.planEviction(book.used + tokensNeeded - book.capacity, mark, false);
+    return this.plan.start(book, book.used + tokensNeeded - book.capacity, mark, this.trie.newPlanMark());
   }
 
   /**
@@ -170,11 +204,8 @@ export class RadixTree {
       for (;;) {
         const child = node.children.get(tokens[pos]!);
         if (child === undefined) return 0;
-        const seg = child.seg;
-        const limit = Math.min(seg.length, n - pos);
-        let i = 1;
-        while (i < limit && seg[i] === tokens[pos + i]) i++;
-        if (i < limit) return 0;
+        const i = matchingTokens(child, tokens, pos, n);
+        if (i < Math.min(child.segLength, n - pos)) return 0;
         if (!child.isCachedOn(workerId)) return 0;
         if (pos + i === n) {
           // Length n is the i-th token of this segment: cut just before it.
@@ -198,6 +229,7 @@ export class RadixTree {
     const book = this.workers.get(workerId);
     if (book === undefined) return 0;
     this.workers.delete(workerId);
+    book.dropped = true;
     // Holder records are prefix-closed: descend only where this worker has one.
     const order: RadixNode[] = [];
     const stack: RadixNode[] = [];
@@ -226,10 +258,11 @@ export class RadixTree {
     const now = this.clock.now();
     if (tokens.length === 0) return new InFlight(this, workerId, 0, book, null, tokens);
     const path = this.trie.ensurePath(tokens, tokens.length);
-    const { deepest, deepestHolder } = this.countRequest(path, workerId, now);
+    const deepest = this.countRequest(path, book, now);
     const last = path[path.length - 1]!;
-    path.length = 0;
-    if (deepest !== null && deepestHolder !== null && deepestHolder.heldChildren === 0) {
+    emptyArray(path);
+    const deepestHolder = deepest?.holderOf(book);
+    if (deepest !== null && deepestHolder !== undefined && deepestHolder.heldChildren === 0) {
       book.pushLeaf(deepest, deepestHolder);
       book.maybeCompact();
     }
@@ -241,14 +274,13 @@ export class RadixTree {
    * a hit where the worker caches it (cached nodes form a prefix of the path: caches are
    * prefix-closed), and the cached ones are touched. Returns the deepest cached node.
    */
-  private countRequest(path: readonly RadixNode[], workerId: WorkerId, now: number): { deepest: RadixNode | null; deepestHolder: Holder | null } {
+  private countRequest(path: readonly RadixNode[], book: WorkerCacheBook, now: number): RadixNode | null {
     let deepest: RadixNode | null = null;
-    let deepestHolder: Holder | null = null;
     for (let i = 0; i < path.length; i++) {
       const node = path[i]!;
-      let h = node.holder(workerId);
+      let h = node.holderOf(book);
       if (h === undefined) {
-        h = new Holder(workerId);
+        h = new Holder(book);
         h.lastAccess = now;
         node.holders.push(h);
       }
@@ -256,11 +288,10 @@ export class RadixTree {
       if (h.cached) {
         h.lastAccess = now;
         deepest = node;
-        deepestHolder = h;
       }
       node.record(now, h.cached);
     }
-    return { deepest, deepestHolder };
+    return deepest;
   }
 
   /**
@@ -284,7 +315,7 @@ export class RadixTree {
     const path = this.trie.ensurePath(tokens, n, match);
     const last = path[path.length - 1]!;
     // addInFlight's part: every node counts the request, records a hit where the worker caches it.
-    const held = this.countRequest(path, workerId, now).deepest?.contextLength ?? 0;
+    const held = this.countRequest(path, book, now)?.contextLength ?? 0;
     // addInFlight would push the deepest cached node as an LRU leaf here; insert below
     // either pushes that same entry again or gives the node a cached child, so it is left
     // out (heap entries only ever stand for a leaf at its last access time).
@@ -292,25 +323,25 @@ export class RadixTree {
     // eviction off the prompt's own path.
     const need = n - held;
     let evicted = NO_EVICTIONS;
-    if (book.used + need > book.capacity) evicted = book.planEviction(book.used + need - book.capacity, NO_PROTECTION, true);
+    if (book.used + need > book.capacity) evicted = book.evict(book.used + need - book.capacity, NO_PROTECTION, this.onEvict !== undefined);
     const room = book.capacity - book.used;
     const target = need <= room ? n : held + Math.max(0, room);
     if (target > 0) {
       let deepest: RadixNode | null = null;
+      let dh: Holder | undefined;
       for (let i = 0; i < path.length; i++) {
         let node = path[i]!;
         if (node.contextLength > target) {
           if (node.startLength >= target) break;
           node = this.trie.split(node, target - node.startLength); // the head, cached below
         }
-        book.cache(node, now);
+        dh = book.cache(node, now);
         deepest = node;
         if (node.contextLength === target) break;
       }
-      const dh = deepest!.holder(workerId)!;
-      if (dh.heldChildren === 0) book.pushLeaf(deepest!, dh);
+      if (dh!.heldChildren === 0) book.pushLeaf(deepest!, dh!);
     }
-    path.length = 0;
+    emptyArray(path);
     book.maybeCompact();
     if (evicted.length > 0) this.onEvict?.(workerId, evicted);
     return new InFlight(this, workerId, n, book, last, tokens);
@@ -352,7 +383,7 @@ export class RadixTree {
     let cachedNodes = 0;
     for (; cachedNodes < path.length; cachedNodes++) {
       const node = path[cachedNodes]!;
-      const h = node.holder(workerId);
+      const h = node.holderOf(book);
       if (h === undefined || !h.cached) break;
       h.slotRefs++;
       node.protectMark = mark;
@@ -364,28 +395,26 @@ export class RadixTree {
     // and record what fits.
     const need = n - held;
     let evicted = NO_EVICTIONS;
-    if (book.used + need > book.capacity) evicted = book.planEviction(book.used + need - book.capacity, mark, true);
+    if (book.used + need > book.capacity) evicted = book.evict(book.used + need - book.capacity, mark, true);
     const room = book.capacity - book.used;
     const target = need <= room ? n : held + Math.max(0, room);
     let deepest: RadixNode | null = null;
+    let dh: Holder | undefined;
     for (let i = 0; i < path.length; i++) {
       let node = path[i]!;
       if (node.contextLength > target) {
         if (node.startLength >= target) break;
         node = this.trie.split(node, target - node.startLength);
       }
-      book.cache(node, now);
-      if (i >= cachedNodes) node.holder(workerId)!.slotRefs++; // the first ones have theirs
+      dh = book.cache(node, now);
+      if (i >= cachedNodes) dh.slotRefs++; // the first ones have theirs
       deepest = node;
       if (node.contextLength === target) break;
     }
-    if (deepest !== null) {
-      const dh = deepest.holder(workerId)!;
-      if (dh.heldChildren === 0) book.pushLeaf(deepest, dh);
-    }
+    if (deepest !== null && dh!.heldChildren === 0) book.pushLeaf(deepest, dh!);
     // What did not fit and nobody else has: insert would not have created it.
     if (target < n) this.trie.prune(path[path.length - 1]!);
-    path.length = 0;
+    emptyArray(path);
     book.slots[slot] = deepest;
     book.maybeCompact();
     if (evicted.length > 0) this.onEvict?.(workerId, evicted);
@@ -422,7 +451,7 @@ export class RadixTree {
     let node = handle.node;
     while (node !== null && node !== this.root) {
       const parent = node.parent;
-      const h = node.holder(handle.workerId)!;
+      const h = node.holderOf(handle.book)!;
       h.inFlight--;
       if (h.inFlight === 0 && !h.cached) node.removeHolder(h);
       this.trie.prune(node);

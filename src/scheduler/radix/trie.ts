@@ -2,9 +2,11 @@
 // (match, held prefix), the ones that build paths in it (creating and splitting nodes), and
 // pruning. How the tree works: docs/scheduler-tree.md.
 import type { TokenIds } from "../../common/tokens.js";
-import { Holder, NO_PROTECTION, RadixNode, type WindowClock } from "./node.js";
+import { Holder, NO_PROTECTION, NO_SEGMENT, RadixNode, type WindowClock } from "./node.js";
+import { PromptMatch } from "./prompt-match.js";
+import { type SegmentOwners, TokenStore } from "./token-store.js";
 import type { PrefixMatch, WorkerId } from "./types.js";
-import type { WorkerCacheBook } from "./worker-cache-book.js";
+import { emptyArray } from "../scratch.js";
 
 /** Throws unless tokens[from..to) are 32-bit integers (what the Int32Array segments hold). */
 export function checkTokenIds(tokens: TokenIds, from: number, to: number): void {
@@ -14,12 +16,14 @@ export function checkTokenIds(tokens: TokenIds, from: number, to: number): void 
   }
 }
 
-export class TokenTrie {
+export class TokenTrie implements SegmentOwners {
   readonly root: RadixNode;
   /** Nodes in the trie (the root not counted). */
   nodes = 0;
-  /** Distinct tokens stored (each segment once, whoever holds it). */
-  tokens = 0;
+  /** Bumped by every change to the structure (a node made, split or pruned): a match
+   *  taken at the current version still describes the tree exactly. */
+  version = 0;
+  private readonly store = new TokenStore(this);
   private readonly pathBuf: RadixNode[] = [];
   private nextId = 1;
   private protectEpoch = 0;
@@ -27,11 +31,14 @@ export class TokenTrie {
 
   constructor(
     private readonly clock: WindowClock,
-    /** The books of the workers (a split gives each worker caching the node one more node). */
-    private readonly books: ReadonlyMap<WorkerId, WorkerCacheBook>,
     private readonly onRemove: ((nodeId: number) => void) | undefined,
   ) {
-    this.root = new RadixNode(0, null, new Int32Array(0), 0, clock);
+    this.root = new RadixNode(0, null, NO_SEGMENT, 0, 0, 0, clock);
+  }
+
+  /** Distinct tokens stored (each segment once, whoever holds it). */
+  get tokens(): number {
+    return this.store.live;
   }
 
   /** A fresh `protectMark` (no node carries it yet). */
@@ -45,34 +52,34 @@ export class TokenTrie {
   }
 
   /** Per worker, the longest cached prefix of `tokens`. Read-only: touches no stats. */
-  match(tokens: TokenIds): PrefixMatch {
+  match(tokens: TokenIds): PromptMatch {
+    const m = new PromptMatch();
+    this.matchInto(m, tokens);
+    return m;
+  }
+
+  /** `match`, into `m` (what it held before is dropped). */
+  matchInto(m: PromptMatch, tokens: TokenIds): void {
+    m.reset(tokens, this.version);
     const n = tokens.length;
-    const perWorker = new Map<WorkerId, number>();
-    const path: RadixNode[] = [];
+    const path = m.nodes;
     let node = this.root;
     let pos = 0;
-    let longest = 0;
     while (pos < n) {
       const child = node.children.get(tokens[pos]!);
       if (child === undefined) break;
-      const seg = child.seg;
-      const limit = Math.min(seg.length, n - pos);
-      let i = 1;
-      while (i < limit && seg[i] === tokens[pos + i]) i++;
+      const i = matchingTokens(child, tokens, pos, n);
       pos += i;
       path.push(child);
       const hs = child.holders;
       for (let k = 0; k < hs.length; k++) {
         const h = hs[k]!;
-        if (h.cached) {
-          perWorker.set(h.workerId, pos);
-          longest = pos;
-        }
+        if (h.cached) m.held(h.book, pos);
       }
-      if (i < seg.length) break;
+      if (i < child.segLength) break;
       node = child;
     }
-    return { matchedTokens: pos, longest, perWorker, path, tokens };
+    m.matchedTokens = pos;
   }
 
   /** Longest prefix of `tokens` the worker caches; marks the nodes walked (including one
@@ -85,12 +92,9 @@ export class TokenTrie {
       const child = node.children.get(tokens[pos]!);
       if (child === undefined || !child.isCachedOn(workerId)) break;
       if (mark !== NO_PROTECTION) child.protectMark = mark;
-      const seg = child.seg;
-      const limit = Math.min(seg.length, n - pos);
-      let i = 1;
-      while (i < limit && seg[i] === tokens[pos + i]) i++;
+      const i = matchingTokens(child, tokens, pos, n);
       pos += i;
-      if (i < seg.length) break;
+      if (i < child.segLength) break;
       node = child;
     }
     return pos;
@@ -98,6 +102,16 @@ export class TokenTrie {
 
   /** Marks the worker's cached nodes on a match path, as walkHeld would. */
   markMatchedPath(workerId: WorkerId, m: PrefixMatch, mark: number): void {
+    if (m instanceof PromptMatch && m.version === this.version) {
+      // Nothing changed since the match: its path is the tree's, and what the worker caches
+      // of it (a prefix of it) is what the match found: the nodes that start before that ends.
+      const held = m.heldBy(workerId);
+      for (const node of m.nodes) {
+        if (node.startLength >= held) return;
+        node.protectMark = mark;
+      }
+      return;
+    }
     let prev: RadixNode = this.root;
     for (const view of m.path) {
       if (!(view instanceof RadixNode) || !view.attached || view.parent !== prev) {
@@ -113,20 +127,31 @@ export class TokenTrie {
    *  shared scratch array, root side first. With `from`, a match of this same array, the
    *  walk starts after the nodes that match compared in full, when they are still the
    *  tree's (a match of another array, or one gone stale, is ignored: the walk then starts
-   *  from the root). */
+   *  from the root); taken at the trie's current version, it also splits the node it
+   *  matched in part where the match stopped, without comparing a token again. */
   ensurePath(tokens: TokenIds, end: number, from?: PrefixMatch): RadixNode[] {
     const path = this.pathBuf;
-    path.length = 0;
+    emptyArray(path);
     let node = this.root;
     let pos = 0;
-    if (from !== undefined && from.tokens === tokens) {
+    if (from instanceof PromptMatch && from.tokens === tokens && from.version === this.version) {
+      // Nothing changed since the match: its nodes spell what it compared.
+      const full = Math.min(end, from.matchedTokens);
+      for (let k = 0; k < from.nodes.length && pos < full; k++) {
+        let view = from.nodes[k]!;
+        if (view.contextLength > full) view = this.split(view, full - view.startLength);
+        path.push(view);
+        node = view;
+        pos = view.contextLength;
+      }
+    } else if (from !== undefined && from.tokens === tokens) {
       const full = Math.min(end, from.matchedTokens);
       for (const view of from.path) {
         if (!(view instanceof RadixNode) || view.contextLength > full) break;
         // Still attached under the node before it: a split or a prune since changes that
         // (the root is never split, so a chain that holds spells what match compared).
         if (!view.attached || view.parent !== node) {
-          path.length = 0;
+          emptyArray(path);
           node = this.root;
           pos = 0;
           break;
@@ -137,27 +162,13 @@ export class TokenTrie {
       }
     }
     while (pos < end) {
-      const first = tokens[pos]!;
-      let child = node.children.get(first);
+      let child = node.children.get(tokens[pos]!);
       if (child === undefined) {
-        const seg = new Int32Array(end - pos);
-        for (let j = 0; j < seg.length; j++) {
-          const t = tokens[pos + j]!;
-          seg[j] = t;
-          if (seg[j] !== t) checkTokenIds(tokens, pos + j, pos + j + 1); // not a 32-bit integer: throws
-        }
-        child = new RadixNode(this.nextId++, node, seg, end, this.clock);
-        node.children.set(first, child);
-        this.nodes++;
-        this.tokens += seg.length;
-        path.push(child);
+        path.push(this.addLeaf(node, tokens, pos, end));
         break;
       }
-      const seg = child.seg;
-      const limit = Math.min(seg.length, end - pos);
-      let i = 1;
-      while (i < limit && seg[i] === tokens[pos + i]) i++;
-      if (i < seg.length) child = this.split(child, i);
+      const i = matchingTokens(child, tokens, pos, end);
+      if (i < child.segLength) child = this.split(child, i);
       path.push(child);
       pos += i;
       node = child;
@@ -165,49 +176,115 @@ export class TokenTrie {
     return path;
   }
 
+  /** A new child of `parent` holding tokens[from..end) (which must be 32-bit integers:
+   *  throws before changing anything otherwise). */
+  private addLeaf(parent: RadixNode, tokens: TokenIds, from: number, end: number): RadixNode {
+    const child = new RadixNode(this.nextId, parent, NO_SEGMENT, 0, 0, end, this.clock);
+    if (!this.store.append(child, tokens, from, end - from)) checkTokenIds(tokens, from, end); // throws
+    this.nextId++;
+    parent.addChild(tokens[from]!, child);
+    this.nodes++;
+    this.version++;
+    return child;
+  }
+
   /** Splits `node` after its first k tokens; `node` keeps the tail (and its identity), the
-   *  returned new node is the head. Holder records are copied to the head. */
+   *  returned new node is the head. Holder records are copied to the head. Both keep their
+   *  part of the segment where it is in the store. */
   split(node: RadixNode, k: number): RadixNode {
     const parent = node.parent!;
-    const old = node.seg;
-    const head = new RadixNode(this.nextId++, parent, old.slice(0, k), node.contextLength - old.length + k, this.clock);
-    node.seg = old.slice(k);
-    parent.children.set(old[0]!, head);
-    head.children.set(node.seg[0]!, node);
+    const head = new RadixNode(this.nextId++, parent, node.buf, node.segStart, k, node.startLength + k, this.clock);
+    node.segStart += k;
+    node.segLength -= k;
+    parent.addChild(head.firstToken, head);
+    head.addChild(node.firstToken, node);
     node.parent = head;
     for (const h of node.holders) {
-      const c = new Holder(h.workerId);
+      const c = new Holder(h.book);
       c.cached = h.cached;
       c.lastAccess = h.lastAccess;
       c.inFlight = h.inFlight;
       c.heldChildren = h.cached ? 1 : 0;
       c.slotRefs = h.slotRefs;
       head.holders.push(c);
-      if (h.cached) this.books.get(h.workerId)!.nodes++;
+      if (h.cached) h.book.nodes++;
     }
     if (node.ring !== null) head.ring = node.ring.slice();
+    head.soloBucket = node.soloBucket;
+    head.soloRequests = node.soloRequests;
+    head.soloHits = node.soloHits;
     head.protectMark = node.protectMark;
     this.nodes++;
+    this.version++;
     return head;
   }
 
-  /** Removes a node nobody caches or has in flight (its children are gone by then). */
-  prune(node: RadixNode): void {
+  /**
+   * Removes a node nobody caches or has in flight (its children are gone by then). With
+   * `keepTokens` (a node an eviction reports), it takes a copy of its segment along; else
+   * its tokens are gone with it (the store reuses their place; the node must not hold on to
+   * the store's array, which a grown store has replaced).
+   */
+  prune(node: RadixNode, keepTokens = false): void {
     if (!node.attached || node.holders.length > 0 || node.children.size > 0) return;
-    node.parent!.children.delete(node.seg[0]!);
+    node.parent!.removeChild(node.firstToken);
     node.attached = false;
     this.nodes--;
-    this.tokens -= node.seg.length;
+    this.store.release(node);
+    node.buf = keepTokens ? node.buf.slice(node.segStart, node.segStart + node.segLength) : NO_SEGMENT;
+    node.segStart = 0;
+    this.version++;
     this.onRemove?.(node.id);
+  }
+
+  /** Every node in the trie but the root (what the token store compacts). */
+  attachedNodes(): RadixNode[] {
+    const out: RadixNode[] = [];
+    const stack: RadixNode[] = [this.root];
+    while (stack.length > 0) {
+      const node = stack.pop()!;
+      for (const child of node.children.values()) {
+        out.push(child);
+        stack.push(child);
+      }
+    }
+    return out;
   }
 
   /** The path of whole nodes from the root to `node`, root side first, in the shared scratch
    *  array (as `ensurePath` returns it). */
   pathTo(node: RadixNode): RadixNode[] {
     const path = this.pathBuf;
-    path.length = 0;
+    emptyArray(path);
     for (; node !== this.root; node = node.parent!) path.push(node);
     path.reverse();
     return path;
   }
+}
+
+/** How many tokens of `node`'s segment tokens[pos..end) starts with. The first one is known to
+ *  match (it is the node's key among its parent's children), and so the result is >= 1. */
+export function matchingTokens(node: RadixNode, tokens: TokenIds, pos: number, end: number): number {
+  const buf = node.buf;
+  const start = node.segStart - pos;
+  const limit = Math.min(node.segLength, end - pos) + pos;
+  let j = pos + 1;
+  // Eight at a time while eight are left: one loop test for eight comparisons (this loop
+  // is where a placement spends most of its time; exact comparisons, as one at a time).
+  const last8 = limit - 8;
+  while (
+    j <= last8 &&
+    buf[start + j] === tokens[j] &&
+    buf[start + j + 1] === tokens[j + 1] &&
+    buf[start + j + 2] === tokens[j + 2] &&
+    buf[start + j + 3] === tokens[j + 3] &&
+    buf[start + j + 4] === tokens[j + 4] &&
+    buf[start + j + 5] === tokens[j + 5] &&
+    buf[start + j + 6] === tokens[j + 6] &&
+    buf[start + j + 7] === tokens[j + 7]
+  ) {
+    j += 8;
+  }
+  while (j < limit && buf[start + j] === tokens[j]) j++;
+  return j - pos;
 }

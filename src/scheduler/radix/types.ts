@@ -77,6 +77,22 @@ export interface PrefixMatch {
   readonly tokens: TokenIds;
 }
 
+/** A worker's account in the tree, read live. */
+export interface WorkerAccount {
+  /** Tokens accounted to the worker (`cachedTokens`). */
+  readonly used: number;
+  readonly capacity: number;
+  /** The worker was dropped (`dropWorker`) since: ask the tree for its account anew. */
+  readonly dropped: boolean;
+}
+
+/** What LRU eviction would take from a worker, one node at a time (`evictionOrder`). */
+export interface EvictionOrder {
+  /** The next node the eviction would take (its whole segment), or undefined once enough
+   *  room would be made or nothing else can go. */
+  next(): RadixNodeView | undefined;
+}
+
 export interface InsertResult {
   /** The prefix the worker now holds: tokens.length, or less when even eviction could not
    *  make room within its capacity (nodes in flight cannot be evicted). */

@@ -1,43 +1,53 @@
 // One worker's account in the radix tree: its KV capacity and the tokens it caches, the
 // LRU heap of its cached leaves and the eviction that takes from it, and its slot mirror.
 // How the tree works: docs/scheduler-tree.md.
-import { itemLess, LeafHeap, type HeapItem } from "./leaf-heap.js";
+import { LeafHeap } from "./leaf-heap.js";
 import { Holder, type RadixNode } from "./node.js";
 import type { TokenTrie } from "./trie.js";
-import type { EvictedEntry, WorkerId } from "./types.js";
+import type { EvictedEntry, WorkerAccount, WorkerId } from "./types.js";
+import { emptyArray } from "../scratch.js";
 
-export class WorkerCacheBook {
+const NO_ENTRIES: readonly EvictedEntry[] = Object.freeze([]);
+
+export class WorkerCacheBook implements WorkerAccount {
   capacity = Number.POSITIVE_INFINITY;
   /** Tokens accounted to this worker. */
   used = 0;
+  /** Set when the tree forgets the worker (its next book is a new one). */
+  dropped = false;
   /** Nodes this worker caches (sizes the heap compaction). */
   nodes = 0;
   readonly heap = new LeafHeap();
   /** Per slot, the deepest node of what the slot holds (its length is that node's
    *  contextLength), null when empty: the whole slot mirror, one reference per slot. */
   readonly slots: (RadixNode | null)[] = [];
+  /** Scratch of `evict`: the entries it passed over, to go back in the heap. */
+  private readonly passedKeys: number[] = [];
+  private readonly passedNodes: RadixNode[] = [];
+  private readonly passedHolders: Holder[] = [];
 
   constructor(
     readonly id: WorkerId,
     private readonly trie: TokenTrie,
   ) {}
 
-  /** The worker holds `node` (touched at `now`); its parent must be held already. */
-  cache(node: RadixNode, now: number): void {
-    let h = node.holder(this.id);
+  /** The worker holds `node` (touched at `now`); its parent must be held already. Returns its record. */
+  cache(node: RadixNode, now: number): Holder {
+    let h = node.holderOf(this);
     if (h === undefined) {
-      h = new Holder(this.id);
+      h = new Holder(this);
       node.holders.push(h);
     }
     if (!h.cached) {
       h.cached = true;
       h.heldChildren = 0;
-      this.used += node.seg.length;
+      this.used += node.segLength;
       this.nodes++;
       const parent = node.parent!;
-      if (parent !== this.trie.root) parent.holder(this.id)!.heldChildren++;
+      if (parent !== this.trie.root) parent.holderOf(this)!.heldChildren++;
     }
     h.lastAccess = now;
+    return h;
   }
 
   /** The worker no longer holds `node` (h: its record there), one of its leaves. */
@@ -57,12 +67,12 @@ export class WorkerCacheBook {
     }
     h.cached = false;
     h.heldChildren = 0;
-    this.used -= node.seg.length;
+    this.used -= node.segLength;
     this.nodes--;
     if (h.inFlight === 0) node.removeHolder(h);
     const parent = node.parent!;
     if (parent !== this.trie.root) {
-      const ph = parent.holder(this.id)!;
+      const ph = parent.holderOf(this)!;
       ph.heldChildren--;
       if (ph.heldChildren === 0 && ph.cached) this.pushLeaf(parent, ph);
     }
@@ -72,25 +82,25 @@ export class WorkerCacheBook {
    *  node after all of its descendants; prunes what nobody else has. Returns the tokens
    *  freed. */
   uncacheSubtree(node: RadixNode): number {
-    const h = node.holder(this.id)!;
+    const h = node.holderOf(this)!;
     let freed = 0;
     if (h.heldChildren > 0) {
       const order: RadixNode[] = [];
       const stack: RadixNode[] = [];
-      for (const c of node.children.values()) if (c.isCachedOn(this.id)) stack.push(c);
+      for (const c of node.children.values()) if (c.holderOf(this)?.cached) stack.push(c);
       while (stack.length > 0) {
         const x = stack.pop()!;
         order.push(x);
-        for (const c of x.children.values()) if (c.isCachedOn(this.id)) stack.push(c);
+        for (const c of x.children.values()) if (c.holderOf(this)?.cached) stack.push(c);
       }
       for (let j = order.length - 1; j >= 0; j--) {
         const x = order[j]!;
-        freed += x.seg.length;
-        this.uncache(x, x.holder(this.id)!);
+        freed += x.segLength;
+        this.uncache(x, x.holderOf(this)!);
         this.trie.prune(x);
       }
     }
-    freed += node.seg.length;
+    freed += node.segLength;
     this.uncache(node, h);
     this.trie.prune(node);
     return freed;
@@ -107,7 +117,7 @@ export class WorkerCacheBook {
     let freed = 0;
     while (node !== null && node !== this.trie.root) {
       const parent: RadixNode = node.parent!;
-      const h = node.holder(this.id)!;
+      const h = node.holderOf(this)!;
       h.slotRefs--;
       if (h.slotRefs === 0 && h.inFlight === 0 && h.cached) freed += this.uncacheSubtree(node);
       node = parent;
@@ -117,12 +127,23 @@ export class WorkerCacheBook {
 
   /** `node` (h: the worker's record there) is one of the worker's leaves at its last access. */
   pushLeaf(node: RadixNode, h: Holder): void {
-    this.heap.push({ key: h.lastAccess, node });
+    if (h.heapKey === h.lastAccess) return; // that very entry is in the heap
+    h.heapKey = h.lastAccess;
+    this.heap.push(h.lastAccess, node, h);
   }
 
-  private isLeafItem(item: HeapItem): boolean {
-    const h = item.node.holder(this.id);
-    return h?.cached === true && h.heldChildren === 0 && h.lastAccess === item.key;
+  /** Pops the stale entries off the top of the heap (what eviction would pass over first). */
+  dropStaleTop(): void {
+    const heap = this.heap;
+    while (heap.size > 0 && !isLeafEntry(heap.holderAt(0), heap.keyAt(0))) this.popTop();
+  }
+
+  /** Removes the top entry of the heap. */
+  private popTop(): void {
+    const heap = this.heap;
+    const h = heap.holderAt(0);
+    if (h.heapKey === heap.keyAt(0)) h.heapKey = Number.NaN;
+    heap.pop();
   }
 
   /** Drops stale heap entries once they outnumber the live ones. */
@@ -130,74 +151,69 @@ export class WorkerCacheBook {
     const heap = this.heap;
     if (heap.size <= 2 * this.nodes + 64) return;
     const mark = this.trie.newPlanMark();
-    const keep: HeapItem[] = [];
-    for (const item of heap.entries()) {
-      if (!this.isLeafItem(item)) continue;
-      const h = item.node.holder(this.id)!;
-      if (h.planMark === mark) continue;
+    heap.filter((h, key) => {
+      if (h.planMark === mark) return false; // the record has an entry kept already
+      if (!isLeafEntry(h, key)) {
+        if (h.heapKey === key) h.heapKey = Number.NaN;
+        return false;
+      }
       h.planMark = mark;
-      keep.push(item);
-    }
-    heap.rebuild(keep);
+      h.heapKey = key;
+      return true;
+    });
   }
 
   /**
    * LRU eviction of at least `excess` tokens from the worker, leaf first, skipping nodes in
-   * flight on it and nodes marked with `protectMark`. With apply = false nothing changes
-   * (parents exposed by a simulated eviction go to a side heap).
+   * flight on it and nodes marked with `protectMark`. With `report`, returns what it evicted,
+   * in order (each entry's node keeps its tokens: see TokenTrie.keepTokens); without, the
+   * empty list. (EvictionPlan runs the same order without changing anything.)
    */
-  planEviction(excess: number, protectMark: number, apply: boolean): EvictedEntry[] {
-    const out: EvictedEntry[] = [];
-    if (!(excess > 0)) return out;
+  evict(excess: number, protectMark: number, report: boolean): readonly EvictedEntry[] {
+    if (!(excess > 0)) return report ? [] : NO_ENTRIES;
+    const out: EvictedEntry[] | null = report ? [] : null;
     const heap = this.heap;
-    const putBack: HeapItem[] = [];
-    const exposed = apply ? null : new LeafHeap();
-    const remaining = apply ? null : new Map<RadixNode, number>();
+    const passedKeys = this.passedKeys;
+    const passedNodes = this.passedNodes;
     const mark = this.trie.newPlanMark();
     let freed = 0;
     while (freed < excess) {
-      let top = heap.peek();
-      while (top !== undefined && !this.isLeafItem(top)) {
-        heap.pop();
-        top = heap.peek();
-      }
-      const alt = exposed?.peek();
-      let item: HeapItem;
-      let fromMain: boolean;
-      if (alt !== undefined && (top === undefined || itemLess(alt, top))) {
-        item = exposed!.pop()!;
-        fromMain = false;
-      } else if (top !== undefined) {
-        item = heap.pop()!;
-        fromMain = true;
-      } else {
-        break;
-      }
-      const node = item.node;
-      const h = node.holder(this.id)!;
+      this.dropStaleTop();
+      if (heap.size === 0) break;
+      const key = heap.keyAt(0);
+      const node = heap.nodeAt(0);
+      const h = heap.holderAt(0);
+      this.popTop();
       if (h.planMark === mark) continue; // a duplicate entry of a node already seen
       h.planMark = mark;
       if (h.inFlight > 0 || node.protectMark === protectMark) {
-        if (fromMain) putBack.push(item);
+        passedKeys.push(key);
+        passedNodes.push(node);
+        this.passedHolders.push(h);
         continue;
       }
-      out.push({ workerId: this.id, node, tokens: node.seg.length, contextLength: node.contextLength, lastAccess: h.lastAccess });
-      freed += node.seg.length;
-      if (apply) {
-        this.uncache(node, h);
-        this.trie.prune(node);
-      } else {
-        if (fromMain) putBack.push(item);
-        const parent = node.parent!;
-        if (parent !== this.trie.root) {
-          const ph = parent.holder(this.id)!;
-          const left = (remaining!.get(parent) ?? ph.heldChildren) - 1;
-          remaining!.set(parent, left);
-          if (left === 0) exposed!.push({ key: ph.lastAccess, node: parent });
-        }
+      const lastAccess = h.lastAccess;
+      freed += node.segLength;
+      this.uncache(node, h);
+      this.trie.prune(node, out !== null);
+      if (out !== null) {
+        out.push({ workerId: this.id, node, tokens: node.segLength, contextLength: node.contextLength, lastAccess });
       }
     }
-    for (const item of putBack) heap.push(item);
-    return out;
+    for (let i = 0; i < passedNodes.length; i++) {
+      const h = this.passedHolders[i]!;
+      h.heapKey = passedKeys[i]!;
+      heap.push(passedKeys[i]!, passedNodes[i]!, h);
+    }
+    emptyArray(this.passedHolders);
+    emptyArray(passedKeys);
+    emptyArray(passedNodes);
+    return out ?? NO_ENTRIES;
   }
+}
+
+/** Whether a heap entry (its holder record and key) stands for one of the worker's leaves as
+ *  it is now; else it is stale. */
+export function isLeafEntry(h: Holder, key: number): boolean {
+  return h.cached && h.heldChildren === 0 && h.lastAccess === key;
 }
