@@ -1,5 +1,6 @@
-// A binary min-heap under a less-than function: the scheduler's LRU leaves and the
-// simulator's event queue both take from one.
+// A binary min-heap under a less-than function: the simulator's event queue and the order an
+// eviction plan reads a worker's leaf heap in both take from one. (The leaf heap itself keeps
+// its entries in typed arrays: radix/leaf-heap.ts.)
 
 /** Binary min-heap under `less`. Equal items come out in no set order: where order matters, `less` breaks ties. */
 export class BinaryHeap<T> {
@@ -26,6 +27,12 @@ export class BinaryHeap<T> {
       i = parent;
     }
     a[i] = item;
+  }
+
+  /** Empties the heap (its array is kept for reuse). */
+  clear(): void {
+    const a = this.items;
+    while (a.length > 0) a.pop();
   }
 
   /** Every item, in heap order (not sorted). */

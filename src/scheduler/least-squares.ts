@@ -1,8 +1,8 @@
 // Weighted least squares with every coefficient >= 0: the fits behind the time model
 // (time-model.ts), which refits one part of a worker's model every few completed requests.
 //
-// The rows are kept column by column in reusable typed arrays (no array per row). One pass
-// over them gathers every sum the normal equations of any subset of the columns read, so
+// The rows are kept column by column in reusable typed arrays (no array per row). Every sum
+// the normal equations of any subset of the columns read is gathered once per fit, so
 // dropping a column and solving again reads those sums instead of the rows. Each sum is
 // accumulated row by row, in row order, starting from 0, the same additions a fresh loop
 // over the rows for that subset would make: the solution does not depend on how often the
@@ -80,15 +80,11 @@ interface NormalSums {
   xy: number[];
 }
 
-function normalSums(rows: WeightedRows): NormalSums {
-  return rows.width === 4 ? normalSums4(rows) : rows.width === 2 ? normalSums2(rows) : normalSumsByColumn(rows);
-}
-
 /**
  * Every sum, one at a time over the rows in order. The products associate as (w * x_r) * x_c
  * and w * x^2, as they were written when each solve summed the rows itself.
  */
-function normalSumsByColumn(rows: WeightedRows): NormalSums {
+function normalSums(rows: WeightedRows): NormalSums {
   const width = rows.width;
   const squares = new Array<number>(width).fill(0);
   const cross = new Array<number>(width * width).fill(0);
@@ -112,110 +108,6 @@ function normalSumsByColumn(rows: WeightedRows): NormalSums {
     }
   }
   return { width, squares, cross, xy };
-}
-
-/** normalSumsByColumn for two columns (the decode and copy fits) in one pass over the rows. */
-function normalSums2(rows: WeightedRows): NormalSums {
-  const { y, w, count } = rows;
-  const [x0, x1] = rows.x as [Float64Array, Float64Array];
-  let q0 = 0;
-  let q1 = 0;
-  let b0 = 0;
-  let b1 = 0;
-  let c00 = 0;
-  let c01 = 0;
-  let c10 = 0;
-  let c11 = 0;
-  for (let i = 0; i < count; i++) {
-    const wi = w[i]!;
-    const yi = y[i]!;
-    const v0 = x0[i]!;
-    const v1 = x1[i]!;
-    const w0 = wi * v0;
-    const w1 = wi * v1;
-    q0 += wi * v0 ** 2;
-    q1 += wi * v1 ** 2;
-    b0 += w0 * yi;
-    b1 += w1 * yi;
-    c00 += w0 * v0;
-    c01 += w0 * v1;
-    c10 += w1 * v0;
-    c11 += w1 * v1;
-  }
-  return { width: 2, squares: [q0, q1], cross: [c00, c01, c10, c11], xy: [b0, b1] };
-}
-
-/** normalSumsByColumn for four columns (the prefill fit, refitted most often) in one pass
- *  over the rows: the same sums, each still added up row by row in order. */
-function normalSums4(rows: WeightedRows): NormalSums {
-  const { y, w, count } = rows;
-  const [x0, x1, x2, x3] = rows.x as [Float64Array, Float64Array, Float64Array, Float64Array];
-  let q0 = 0,
-    q1 = 0,
-    q2 = 0,
-    q3 = 0;
-  let b0 = 0,
-    b1 = 0,
-    b2 = 0,
-    b3 = 0;
-  let c00 = 0,
-    c01 = 0,
-    c02 = 0,
-    c03 = 0,
-    c10 = 0,
-    c11 = 0,
-    c12 = 0,
-    c13 = 0;
-  let c20 = 0,
-    c21 = 0,
-    c22 = 0,
-    c23 = 0,
-    c30 = 0,
-    c31 = 0,
-    c32 = 0,
-    c33 = 0;
-  for (let i = 0; i < count; i++) {
-    const wi = w[i]!;
-    const yi = y[i]!;
-    const v0 = x0[i]!,
-      v1 = x1[i]!,
-      v2 = x2[i]!,
-      v3 = x3[i]!;
-    const w0 = wi * v0,
-      w1 = wi * v1,
-      w2 = wi * v2,
-      w3 = wi * v3;
-    q0 += wi * v0 ** 2;
-    q1 += wi * v1 ** 2;
-    q2 += wi * v2 ** 2;
-    q3 += wi * v3 ** 2;
-    b0 += w0 * yi;
-    b1 += w1 * yi;
-    b2 += w2 * yi;
-    b3 += w3 * yi;
-    c00 += w0 * v0;
-    c01 += w0 * v1;
-    c02 += w0 * v2;
-    c03 += w0 * v3;
-    c10 += w1 * v0;
-    c11 += w1 * v1;
-    c12 += w1 * v2;
-    c13 += w1 * v3;
-    c20 += w2 * v0;
-    c21 += w2 * v1;
-    c22 += w2 * v2;
-    c23 += w2 * v3;
-    c30 += w3 * v0;
-    c31 += w3 * v1;
-    c32 += w3 * v2;
-    c33 += w3 * v3;
-  }
-  return {
-    width: 4,
-    squares: [q0, q1, q2, q3],
-    cross: [c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33],
-    xy: [b0, b1, b2, b3],
-  };
 }
 
 /**

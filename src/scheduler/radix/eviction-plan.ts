@@ -1,11 +1,11 @@
 // What LRU eviction would take from one worker, found one entry at a time without changing
 // anything (the placement policies price it for every worker they consider). How the tree
 // works: docs/scheduler-tree.md.
+import { BinaryHeap } from "../../common/binary-heap.js";
 import { LeafHeap } from "./leaf-heap.js";
 import type { Holder, RadixNode } from "./node.js";
 import type { EvictionOrder } from "./types.js";
 import { isLeafEntry, type WorkerCacheBook } from "./worker-cache-book.js";
-import { emptyArray } from "../scratch.js";
 
 /**
  * The order WorkerCacheBook.evict takes nodes in, replayed without touching the book: its
@@ -19,8 +19,8 @@ import { emptyArray } from "../scratch.js";
 export class EvictionPlan implements EvictionOrder {
   private book: WorkerCacheBook | null = null;
   private heap: LeafHeap | null = null;
-  /** Positions in `heap` not visited yet whose parent position was: a heap on their entries' order. */
-  private readonly frontier: number[] = [];
+  /** Positions in `heap` not visited yet whose parent position was, by their entries' order. */
+  private readonly frontier = new BinaryHeap<number>((a, b) => this.heap!.lessAt(a, b));
   private readonly exposed = new LeafHeap();
   private excess = 0;
   private freed = 0;
@@ -34,7 +34,7 @@ export class EvictionPlan implements EvictionOrder {
     book?.dropStaleTop();
     this.book = book;
     this.heap = book?.heap ?? null;
-    emptyArray(this.frontier);
+    this.frontier.clear();
     if (this.heap !== null && this.heap.size > 0) this.frontier.push(0);
     this.exposed.clear();
     this.excess = excess;
@@ -86,8 +86,7 @@ export class EvictionPlan implements EvictionOrder {
    *  ones are passed over), or -1. */
   private liveTop(): number {
     const heap = this.heap!;
-    while (this.frontier.length > 0) {
-      const at = this.frontier[0]!;
+    for (let at = this.frontier.peek(); at !== undefined; at = this.frontier.peek()) {
       if (isLeafEntry(heap.holderAt(at), heap.keyAt(at))) return at;
       this.popFrontier();
     }
@@ -96,44 +95,9 @@ export class EvictionPlan implements EvictionOrder {
 
   /** Visits the frontier's smallest position: its children in the heap join the frontier. */
   private popFrontier(): void {
-    const frontier = this.frontier;
-    const at = frontier[0]!;
-    const last = frontier.pop()!;
-    if (frontier.length > 0) this.siftDown(last);
+    const at = this.frontier.pop()!;
     const count = this.heap!.size;
-    if (2 * at + 1 < count) this.pushFrontier(2 * at + 1);
-    if (2 * at + 2 < count) this.pushFrontier(2 * at + 2);
-  }
-
-  private pushFrontier(position: number): void {
-    const heap = this.heap!;
-    const frontier = this.frontier;
-    let i = frontier.length;
-    frontier.push(position);
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!heap.lessAt(position, frontier[parent]!)) break;
-      frontier[i] = frontier[parent]!;
-      i = parent;
-    }
-    frontier[i] = position;
-  }
-
-  /** Puts `position` at the root of the frontier and sifts it down. */
-  private siftDown(position: number): void {
-    const heap = this.heap!;
-    const frontier = this.frontier;
-    const n = frontier.length;
-    let i = 0;
-    for (;;) {
-      const left = 2 * i + 1;
-      if (left >= n) break;
-      const right = left + 1;
-      const child = right < n && heap.lessAt(frontier[right]!, frontier[left]!) ? right : left;
-      if (!heap.lessAt(frontier[child]!, position)) break;
-      frontier[i] = frontier[child]!;
-      i = child;
-    }
-    frontier[i] = position;
+    if (2 * at + 1 < count) this.frontier.push(2 * at + 1);
+    if (2 * at + 2 < count) this.frontier.push(2 * at + 2);
   }
 }

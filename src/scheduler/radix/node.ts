@@ -185,7 +185,7 @@ export class RadixNode implements RadixNodeView {
     const ring = this.ring;
     if (ring === null) {
       if (!window.holds(newest, this.soloBucket)) return 0;
-      return 0 + (sum === REQUESTS ? this.soloRequests : this.soloHits); // as the ring sums it
+      return sum === REQUESTS ? this.soloRequests : this.soloHits;
     }
     return window.total(ring, newest, sum);
   }
