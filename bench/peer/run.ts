@@ -14,7 +14,7 @@
 //
 //   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--results peer] [--quick]
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -62,6 +62,25 @@ function localBuildPresent(): boolean {
   return existsSync(join(ROOT, "node_modules/node-llama-cpp/llama/localBuilds/linux-x64/buildDone.status"));
 }
 
+/**
+ * node-llama-cpp keys a local build by its custom CMake options, and a process asks for one
+ * through NODE_LLAMA_CPP_CMAKE_OPTION_<name> variables. `npm run build:engine-native` makes
+ * a CPU build with GGML_NATIVE=ON: an arm with this environment runs on it, the others keep
+ * the prebuilt binary, so one run compares both.
+ */
+const NATIVE_BUILD_ENV = { NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON" };
+
+function nativeBuildPresent(): boolean {
+  const builds = join(ROOT, "node_modules/node-llama-cpp/llama/localBuilds");
+  if (!existsSync(builds)) return false;
+  return readdirSync(builds).some((folder) => {
+    const metadata = join(builds, folder, "Release", "_nlcBuildMetadata.json");
+    if (!existsSync(join(builds, folder, "buildDone.status")) || !existsSync(metadata)) return false;
+    const { buildOptions } = JSON.parse(readFileSync(metadata, "utf8")) as { buildOptions?: { gpu?: unknown; customCmakeOptions?: Record<string, string> } };
+    return buildOptions?.gpu === false && buildOptions.customCmakeOptions?.GGML_NATIVE === "ON";
+  });
+}
+
 const log = (line: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -79,6 +98,8 @@ interface ArmSpec {
 
 interface Running {
   target: Target;
+  /** The llama.cpp binary of each embedded worker, as the server's /health reports it. */
+  binaries?: string[];
   close(): Promise<void>;
 }
 
@@ -131,8 +152,10 @@ async function startRadixgate(arm: ArmSpec, modelPath: string, binary: string): 
     if (i > 1200) throw new Error("radixgate was not ready within 4 minutes");
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+  const health = (await (await fetch(`${baseURL}/health`)).json()) as { workers: { llama: { binary: string } | null }[] };
   return {
     target: { baseURL, model: "bench" },
+    binaries: health.workers.map((worker) => worker.llama?.binary ?? "unknown"),
     close: async () => {
       child.kill("SIGTERM");
       await exited;
@@ -185,10 +208,14 @@ function summarize(samples: readonly Sample[], wallS: number): Summary {
 interface ArmResult {
   arm: string;
   spec: ArmSpec;
-  /** Per concurrency: output tokens/s of each repeat, and their median. */
+  /** Per concurrency: output tokens/s of each repeat, and their median (streamed, as clients read them). */
   decode: Record<string, { tokensPerS: number; repeats: number[] }>;
+  /** The same, not streamed: the engine's decoding without per-token delivery to the client. */
+  decodeWhole: Record<string, { tokensPerS: number; repeats: number[] }>;
   workloads: Record<string, Summary>;
   samples: Record<string, Sample[]>;
+  /** A Radixgate arm's workers' llama.cpp binaries (from its /health). */
+  binaries?: string[];
 }
 
 const median = (values: readonly number[]) => percentile(values, 50);
@@ -200,12 +227,26 @@ const modelPath = await ensureModel("bench");
 const binary = await findOrBuildLlamaServer(values["llama-server"], log);
 const salt = `peer run ${new Date().toISOString()} ${Math.random().toString(16).slice(2)}`;
 const half = (n: number) => Math.max(1, Math.floor(n / 2));
+const NATIVE_BUILD = nativeBuildPresent();
 const arms: ArmSpec[] = [
   { name: "llama-server", kind: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
   { name: "radixgate-1w", kind: "radixgate", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
   { name: "radixgate-2w", kind: "radixgate", workers: 2, slotsPerWorker: SLOTS / 2, threadsPerWorker: half(THREADS) },
   // The same scheduler in front of llama.cpp's own slot loop: one llama-server worker.
   { name: "radixgate-ls-1w", kind: "radixgate", engine: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
+  // node-llama-cpp compiled on this machine, when that build is there (npm run build:engine-native).
+  ...(NATIVE_BUILD
+    ? [
+        {
+          name: "radixgate-1w-native",
+          kind: "radixgate",
+          workers: 1,
+          slotsPerWorker: SLOTS,
+          threadsPerWorker: THREADS,
+          env: NATIVE_BUILD_ENV,
+        } satisfies ArmSpec,
+      ]
+    : []),
 ];
 // Decode throughput only: at one llama.cpp thread (the like-for-like single-thread point),
 // and one worker with llama.cpp's helper threads made for every step, as node-llama-cpp
@@ -216,6 +257,18 @@ const decodeOnlyArms: ArmSpec[] =
     : [
         { name: "llama-server (1 thread)", kind: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: 1 },
         { name: "radixgate-1w (1 thread)", kind: "radixgate", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: 1 },
+        ...(NATIVE_BUILD
+          ? [
+              {
+                name: "radixgate-1w-native (1 thread)",
+                kind: "radixgate",
+                workers: 1,
+                slotsPerWorker: SLOTS,
+                threadsPerWorker: 1,
+                env: NATIVE_BUILD_ENV,
+              } satisfies ArmSpec,
+            ]
+          : []),
         {
           name: "radixgate-1w (no thread pool)",
           kind: "radixgate",
@@ -229,24 +282,33 @@ const allArms = [...arms, ...decodeOnlyArms];
 // Every server runs for the whole benchmark (an idle one uses no CPU), so the arms take turns
 // request by request and the machine's drift falls on all of them alike.
 const running = new Map<string, Running>();
-const results = new Map<string, ArmResult>(allArms.map((arm) => [arm.name, { arm: arm.name, spec: arm, decode: {}, workloads: {}, samples: {} }]));
+const results = new Map<string, ArmResult>(
+  allArms.map((arm) => [arm.name, { arm: arm.name, spec: arm, decode: {}, decodeWhole: {}, workloads: {}, samples: {} }]),
+);
 try {
   for (const arm of allArms) {
     log(`${arm.name}: starting`);
     const server = await start(arm, modelPath, binary);
     running.set(arm.name, server);
+    if (server.binaries) results.get(arm.name)!.binaries = server.binaries;
     // Warm-up: the first evaluations after loading pay one-off costs.
     await decodeThroughput(server.target, { ...WORKLOAD, salt: `${salt} warm-up` }, 1, 8);
   }
   const concurrencies = [1, 2, 4].filter((n) => n <= SLOTS);
   for (let repeat = 0; repeat < DECODE_REPEATS; repeat++) {
     for (const count of concurrencies) {
-      for (const arm of allArms) {
-        const decode = await decodeThroughput(running.get(arm.name)!.target, { ...WORKLOAD, salt: `${salt} decode ${repeat}` }, count, DECODE_TOKENS);
-        const entry = (results.get(arm.name)!.decode[`${count}`] ??= { tokensPerS: Number.NaN, repeats: [] });
-        entry.repeats.push(decode.tokensPerS);
-        entry.tokensPerS = median(entry.repeats);
-        log(`${arm.name}: decode x${count} (repeat ${repeat + 1}/${DECODE_REPEATS}): ${decode.tokensPerS.toFixed(1)} tokens/s`);
+      for (const stream of [true, false]) {
+        for (const arm of allArms) {
+          const options = { ...WORKLOAD, salt: `${salt} decode ${repeat} ${stream ? "streamed" : "whole"}` };
+          const decode = await decodeThroughput(running.get(arm.name)!.target, options, count, DECODE_TOKENS, stream);
+          const result = results.get(arm.name)!;
+          const entry = ((stream ? result.decode : result.decodeWhole)[`${count}`] ??= { tokensPerS: Number.NaN, repeats: [] });
+          entry.repeats.push(decode.tokensPerS);
+          entry.tokensPerS = median(entry.repeats);
+          log(
+            `${arm.name}: decode x${count}${stream ? "" : " not streamed"} (repeat ${repeat + 1}/${DECODE_REPEATS}): ${decode.tokensPerS.toFixed(1)} tokens/s`,
+          );
+        }
       }
     }
   }
@@ -325,6 +387,8 @@ const report = {
   node: process.version,
   command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}${RESULTS === "peer" ? "" : ` --results ${RESULTS}`}`,
   radixgateBinary: localBuildPresent() ? "localBuild (node-llama-cpp compiled on this machine)" : "prebuilt (node-llama-cpp's npm binary)",
+  // What each Radixgate arm's workers really loaded (their /health): prebuilt or localBuild.
+  armBinaries: Object.fromEntries([...results.values()].filter((r) => r.binaries).map((r) => [r.arm, [...new Set(r.binaries)].join(", ")])),
   llamaServer: binary,
   model: "preset:bench (25.2M parameters, seed 1), CPU",
   settings: {
@@ -362,7 +426,12 @@ function markdown(): string {
   lines.push(`# Radixgate vs llama-server, side by side`, "");
   lines.push(`Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`.`);
   lines.push(
-    `Radixgate's llama.cpp binary: ${report.radixgateBinary}; its workers with more than one thread compute on a persistent thread pool (native/threadpool) unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
+    `Radixgate's llama.cpp binary: ${report.radixgateBinary}${NATIVE_BUILD ? ", except the -native arms: node-llama-cpp compiled on this machine with GGML_NATIVE=ON (npm run build:engine-native)" : ""}; ` +
+      `as the arms' /health reported: ${Object.entries(report.armBinaries)
+        .map(([arm, binary]) => `${arm} ${binary}`)
+        .join(
+          ", ",
+        )}. Its workers with more than one thread compute on a persistent thread pool (native/threadpool) unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
       `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
       `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +
@@ -370,19 +439,26 @@ function markdown(): string {
       `the benchmark client used ${report.machineLoad.benchClientCpuSeconds.toFixed(0)} CPU s; ${wallS.toFixed(0)} s in all.`,
     "",
   );
-  lines.push("## Decode throughput (output tokens/s, concurrent long completions)", "");
-  const counts = Object.keys(peer.decode);
-  lines.push(`| arm | ${counts.map((c) => `${c} at once`).join(" | ")} | ${counts.map((c) => `${c}: vs llama-server`).join(" | ")} |`);
-  lines.push(`| --- | ${counts.map(() => "---").join(" | ")} | ${counts.map(() => "---").join(" | ")} |`);
-  for (const r of all) {
-    const reference = r.spec.threadsPerWorker * r.spec.workers === 1 && THREADS !== 1 ? results.get("llama-server (1 thread)")! : peer;
-    lines.push(
-      `| ${r.arm} | ${counts.map((c) => fmt(r.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} | ${counts.map((c) => ratio(r.decode[c]?.tokensPerS ?? Number.NaN, reference.decode[c]?.tokensPerS ?? Number.NaN)).join(" | ")} |`,
-    );
-  }
+  const decodeTable = (title: string, of: (r: ArmResult) => ArmResult["decode"]) => {
+    lines.push(title, "");
+    const counts = Object.keys(of(peer));
+    lines.push(`| arm | ${counts.map((c) => `${c} at once`).join(" | ")} | ${counts.map((c) => `${c}: vs llama-server`).join(" | ")} |`);
+    lines.push(`| --- | ${counts.map(() => "---").join(" | ")} | ${counts.map(() => "---").join(" | ")} |`);
+    for (const r of all) {
+      const reference = r.spec.threadsPerWorker * r.spec.workers === 1 && THREADS !== 1 ? results.get("llama-server (1 thread)")! : peer;
+      const ours = of(r);
+      const theirs = of(reference);
+      lines.push(
+        `| ${r.arm} | ${counts.map((c) => fmt(ours[c]?.tokensPerS ?? Number.NaN)).join(" | ")} | ${counts.map((c) => ratio(ours[c]?.tokensPerS ?? Number.NaN, theirs[c]?.tokensPerS ?? Number.NaN)).join(" | ")} |`,
+      );
+    }
+    lines.push("");
+  };
+  decodeTable("## Decode throughput (output tokens/s, concurrent long completions, streamed)", (r) => r.decode);
+  decodeTable("## Decode throughput, not streamed (the same completions, each answer whole at its end)", (r) => r.decodeWhole);
   lines.push(
-    "",
-    "Ratios compare arms of the same thread count (the 1-thread arms with llama-server at 1 thread). Target for one worker: >= 0.9x at 1, 2 and 4.",
+    "Ratios compare arms of the same thread count (the 1-thread arms with llama-server at 1 thread). Target for one worker: >= 0.9x at 1, 2 and 4. " +
+      "Streamed, each token is an event the server sends and the client reads while llama.cpp computes on the same cores; not streamed, only the engine's decoding and one answer per request count.",
     "",
   );
   lines.push("## Workloads (TTFT in ms, client-side, streamed)", "");

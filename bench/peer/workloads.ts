@@ -27,14 +27,36 @@ export interface Target {
 }
 
 /** One streamed chat completion, greedy. */
-export async function chat(target: Target, messages: Message[], maxTokens: number, kind: string, startedAt: number): Promise<Sample> {
+export async function chat(target: Target, messages: Message[], maxTokens: number, kind: string, startedAt: number, stream = true): Promise<Sample> {
   const sent = performance.now();
   const response = await fetch(`${target.baseURL}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: target.model, messages, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({
+      model: target.model,
+      messages,
+      max_tokens: maxTokens,
+      temperature: 0,
+      stream,
+      ...(stream ? { stream_options: { include_usage: true } } : {}),
+    }),
   });
   if (!response.ok || !response.body) throw new Error(`${target.baseURL}: ${response.status} ${await response.text()}`);
+  if (!stream) {
+    // One answer at the end: no time to first token, only the whole request's.
+    const body = (await response.json()) as { choices: { message: { content: string | null } }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    const done = performance.now();
+    const text = body.choices[0]?.message.content ?? "";
+    return {
+      ttftMs: done - sent,
+      totalMs: done - sent,
+      completionTokens: body.usage.completion_tokens,
+      promptTokens: body.usage.prompt_tokens,
+      sentS: (sent - startedAt) / 1000,
+      kind,
+      text,
+    };
+  }
   let firstAt: number | undefined;
   let text = "";
   let chunks = 0;
@@ -110,13 +132,17 @@ export function oneShot(options: WorkloadOptions, index: number, id: string): Me
   return [{ role: "user", content: `${options.salt} question ${id}\n${wordsOf(mulberry32(options.seed * 104729 + index), options.contextWords)}` }];
 }
 
-/** `count` long completions at once, short distinct prompts: output tokens per second. */
-export async function decodeThroughput(target: Target, options: WorkloadOptions, count: number, maxTokens: number) {
+/**
+ * `count` long completions at once, short distinct prompts: output tokens per second.
+ * Streamed, every token travels to the client as it comes (the server's per-token work and
+ * the client's share the machine with llama.cpp); not streamed, the answer comes whole.
+ */
+export async function decodeThroughput(target: Target, options: WorkloadOptions, count: number, maxTokens: number, stream = true) {
   const random = mulberry32(options.seed + count);
   const startedAt = performance.now();
   const samples = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      chat(target, [{ role: "user", content: `${options.salt} decode ${count}-${i} ${wordsOf(random, 8)}` }], maxTokens, `decode-${count}`, startedAt),
+      chat(target, [{ role: "user", content: `${options.salt} decode ${count}-${i} ${wordsOf(random, 8)}` }], maxTokens, `decode-${count}`, startedAt, stream),
     ),
   );
   const wallS = (performance.now() - startedAt) / 1000;

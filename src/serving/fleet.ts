@@ -5,7 +5,7 @@
 // fleet tells it through the hooks.
 import type { Config, ModelConfig } from "../config/schema.js";
 import type { FinishReason } from "../contract/generation.js";
-import type { LocalSchedulerSettings } from "../engine/wire/protocol.js";
+import type { LoadResult, LocalSchedulerSettings } from "../engine/wire/protocol.js";
 import { WorkerHandle } from "../engine/host/worker-handle.js";
 import type { CachePrecision, EngineKind, Isolation, WorkerEngine } from "../engine/host/worker-engine.js";
 import type { WorkerInit } from "../engine/wire/protocol.js";
@@ -60,12 +60,20 @@ export interface WorkerStatus {
   url: string | undefined;
   /** Finished generations by finish reason, across restarts. */
   finished: Record<FinishReason, number>;
+  /** The llama.cpp it computes with, once loaded: backend, binary, CPU thread pool (embedded workers only). */
+  llama: { backend: string; binary: string; computePool: string | null } | null;
 }
 
 export interface FleetStatus {
   /** The local scheduler's settings the workers run with now (hot reloads included); absent without workers. */
   local: LocalSchedulerSettings | undefined;
   workers: WorkerStatus[];
+}
+
+/** What /health says about the llama.cpp a worker computes with; null before it loaded. */
+function llamaOf(info: LoadResult | undefined): WorkerStatus["llama"] {
+  if (info === undefined) return null;
+  return { backend: info.backend, binary: info.binary, computePool: info.computePool ?? null };
 }
 
 export type EngineServices = Pick<LlamaServerEngineOptions, "toolCallGrammar">;
@@ -230,6 +238,7 @@ export class Fleet {
         precision: worker.engine.precision,
         url: worker.engine.url,
         finished: { ...worker.engine.finished },
+        llama: llamaOf(worker.engine.info),
       })),
     };
   }

@@ -77,7 +77,18 @@ describe("API keys, readiness and models", () => {
   });
 
   it("keeps the probes open and reports readiness", async () => {
-    expect((await fetch(`${base}/health`)).status).toBe(200);
+    const health = await fetch(`${base}/health`);
+    expect(health.status).toBe(200);
+    // Which llama.cpp each worker computes with: node-llama-cpp's npm binary here, or one built on this machine.
+    const { workers } = (await health.json()) as { workers: { llama: { backend: string; binary: string; compute_pool: string } | null }[] };
+    expect(workers).toHaveLength(2);
+    for (const worker of workers) {
+      expect(worker.llama).toEqual({
+        backend: "cpu",
+        binary: expect.stringMatching(/^(prebuilt|localBuild)$/),
+        compute_pool: expect.stringMatching(/^(single-thread|persistent|per-step)$/),
+      });
+    }
     const ready = await fetch(`${base}/ready`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({ ready: true, not_ready: [] });

@@ -47,6 +47,9 @@ export function healthRoute(
           // How exact the placement tree is about this worker's cache (exact, at-least, approximate).
           precision: worker.precision,
           url: worker.url ?? null,
+          // The llama.cpp it computes with: backend, binary (an embedded worker's "prebuilt" from npm
+          // or "localBuild" compiled on this machine) and CPU thread pool; null until it loaded.
+          llama: worker.llama && { backend: worker.llama.backend, binary: worker.llama.binary, compute_pool: worker.llama.computePool },
         };
       }),
     });
