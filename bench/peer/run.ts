@@ -22,7 +22,7 @@ import { fileURLToPath } from "node:url";
 import { ensureModel } from "../../src/presets/make-model.js";
 import { gitCommit } from "../git-commit.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
-import { agents, burst, decodeThroughput, poissonMix, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
+import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
 
 const { values } = parseArgs({
   options: {
@@ -408,6 +408,7 @@ const report = {
     loadAverage1mAtStart: loadAtStart,
     loadAverage1mAtEnd: loadavg()[0]!,
     benchClientCpuSeconds: (process.cpuUsage(cpuAtStart).user + process.cpuUsage(cpuAtStart).system) / 1e6,
+    requestsResentOnClosedConnections: resent.count,
     wallS,
   },
   results: [...results.values()],
@@ -436,7 +437,8 @@ function markdown(): string {
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
       `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +
       `Load average (1 min) ${report.machineLoad.loadAverage1mAtStart.toFixed(1)} at start, ${report.machineLoad.loadAverage1mAtEnd.toFixed(1)} at end; ` +
-      `the benchmark client used ${report.machineLoad.benchClientCpuSeconds.toFixed(0)} CPU s; ${wallS.toFixed(0)} s in all.`,
+      `the benchmark client used ${report.machineLoad.benchClientCpuSeconds.toFixed(0)} CPU s; ${wallS.toFixed(0)} s in all; ` +
+      `${resent.count} requests sent again because a server had closed the idle keep-alive connection under them (timed from the second send).`,
     "",
   );
   const decodeTable = (title: string, of: (r: ArmResult) => ArmResult["decode"]) => {

@@ -27,12 +27,31 @@ export interface Target {
 }
 
 /** One streamed chat completion, greedy. */
+/** Requests sent again because the server had closed the idle keep-alive connection they went out on. */
+export const resent = { count: 0 };
+
+/**
+ * fetch, sent once more when the connection it went out on was closed under it: a server
+ * closes a keep-alive connection idle for a few seconds (llama-server after 5 s), and the
+ * arms take turns for longer than that, so the client may write into a socket just as it closes.
+ */
+async function post(url: string, body: string): Promise<{ response: Response; sent: number }> {
+  for (let attempt = 0; ; attempt++) {
+    const sent = performance.now();
+    try {
+      return { response: await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body }), sent };
+    } catch (error) {
+      const code = ((error as Error).cause as { code?: string } | undefined)?.code;
+      if (attempt > 0 || code !== "UND_ERR_SOCKET") throw error;
+      resent.count++;
+    }
+  }
+}
+
 export async function chat(target: Target, messages: Message[], maxTokens: number, kind: string, startedAt: number, stream = true): Promise<Sample> {
-  const sent = performance.now();
-  const response = await fetch(`${target.baseURL}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
+  const { response, sent } = await post(
+    `${target.baseURL}/v1/chat/completions`,
+    JSON.stringify({
       model: target.model,
       messages,
       max_tokens: maxTokens,
@@ -40,7 +59,7 @@ export async function chat(target: Target, messages: Message[], maxTokens: numbe
       stream,
       ...(stream ? { stream_options: { include_usage: true } } : {}),
     }),
-  });
+  );
   if (!response.ok || !response.body) throw new Error(`${target.baseURL}: ${response.status} ${await response.text()}`);
   if (!stream) {
     // One answer at the end: no time to first token, only the whole request's.

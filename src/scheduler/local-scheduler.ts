@@ -14,7 +14,12 @@
 // used idle slot, whose cache is the cheapest to lose. A prefix counts as shared only when it
 // is at least half of the slot's content or half of the prompt (llama-server's slot
 // similarity, 0.5): every chat prompt starts with the same few template tokens, and those
-// must not make a request throw away another conversation's long cache.
+// must not make a request throw away another conversation's long cache. Busy slots are kept
+// side by side where that costs no reuse: among equally long shared prefixes, and before
+// recency when nothing is shared, a slot next to a busy one goes first (a decode step over
+// slots 0 and 2 is two passes over the weights, over 0 and 1 one). What a request with no
+// shared prefix evicts that way is at worst a more recent cache than the LRU one, and the
+// worker spills a recent cache to its state store before overwriting it.
 //
 // KV capacity: llama.cpp gives every sequence its own `contextSize` cells, so a running
 // sequence and the prefix it keeps cached draw on that slot's cells alone: admitting by
@@ -200,21 +205,35 @@ export class LocalScheduler {
   }
 
   private pickIdleSlot(tokens: TokenIds): { slot: number; sharedPrefix: number } {
-    let similar: { slot: number; sharedPrefix: number } | undefined;
-    let leastRecent: { slot: number; sharedPrefix: number } | undefined;
-    let leastRecentAt = Infinity;
+    let similar: { slot: number; sharedPrefix: number; splits: number } | undefined;
+    let leastRecent: { slot: number; sharedPrefix: number; splits: number; lastUsed: number } | undefined;
     for (let slot = 0; slot < this.options.slots; slot++) {
       if (this.busy[slot]) continue;
       const held = this.sources.tokensOfSlot(slot);
       const sharedPrefix = commonPrefixLength(held, tokens);
+      const splits = this.runsAddedBy(slot);
       const isSimilar = sharedPrefix > 0 && (2 * sharedPrefix >= held.length || 2 * sharedPrefix >= tokens.length);
-      if (isSimilar && (!similar || sharedPrefix > similar.sharedPrefix)) similar = { slot, sharedPrefix };
+      if (isSimilar && (!similar || sharedPrefix > similar.sharedPrefix || (sharedPrefix === similar.sharedPrefix && splits < similar.splits))) {
+        similar = { slot, sharedPrefix, splits };
+      }
       const lastUsed = this.lastUsedMs_[slot]!;
-      if (lastUsed < leastRecentAt) {
-        leastRecent = { slot, sharedPrefix };
-        leastRecentAt = lastUsed;
+      if (!leastRecent || splits < leastRecent.splits || (splits === leastRecent.splits && lastUsed < leastRecent.lastUsed)) {
+        leastRecent = { slot, sharedPrefix, splits, lastUsed };
       }
     }
-    return similar ?? leastRecent!;
+    const chosen = similar ?? leastRecent!;
+    return { slot: chosen.slot, sharedPrefix: chosen.sharedPrefix };
+  }
+
+  /**
+   * How many more runs of consecutive busy slots there would be with `slot` busy too: 1 for
+   * a slot with no busy neighbour, 0 next to one run, -1 between two. llama.cpp puts the tokens
+   * of several sequences into one micro-batch only while their sequence ids are consecutive
+   * (each sequence has its own KV stream, and a micro-batch takes a contiguous range of them),
+   * and every micro-batch is one more pass over the weights: generating in slots 0 and 2 made
+   * each decode step two passes (docs/engine.md, "Slots side by side").
+   */
+  private runsAddedBy(slot: number): number {
+    return 1 - (this.busy[slot - 1] ? 1 : 0) - (this.busy[slot + 1] ? 1 : 0);
   }
 }

@@ -55,6 +55,37 @@ describe("slots", () => {
     expect(await scheduler.acquire("new", [1, 2, 3, ...range(500, 60)])).toMatchObject({ slot: 1 });
   });
 
+  it("keeps busy slots side by side before recency when nothing is shared", async () => {
+    const clock = { now: 0 };
+    const { scheduler } = local([[5], [6], [7], [8]], { clock });
+    for (const [slot, usedAt] of [[0, 10], [2, 20], [1, 40], [3, 50]] as const) {
+      clock.now = usedAt;
+      expect((await scheduler.acquire(`warm-${slot}`, [5 + slot]))?.slot).toBe(slot);
+      scheduler.release(slot);
+    }
+    expect((await scheduler.acquire("first", [42]))?.slot).toBe(0); // least recently used
+    // Slot 2 is the least recently used idle slot, but generating in 0 and 2 splits every
+    // decode step in two micro-batches: slot 1 keeps the busy slots one run.
+    expect((await scheduler.acquire("second", [43]))?.slot).toBe(1);
+    expect((await scheduler.acquire("third", [44]))?.slot).toBe(2);
+  });
+
+  it("breaks a tie between equally shared prefixes toward a busy neighbour, never a longer prefix", async () => {
+    const { scheduler } = local([
+      [1, 2, 3, 9],
+      [1, 2, 3, 8],
+      [1, 2, 3, 7],
+      [1, 2, 3, 6, 4],
+    ]);
+    expect((await scheduler.acquire("a", [1, 2, 3, 7]))?.slot).toBe(2);
+    // Slots 0 and 1 share three tokens each: slot 1 sits next to the busy slot 2.
+    expect(await scheduler.acquire("b", [1, 2, 3, 5])).toMatchObject({ slot: 1, sharedPrefix: 3 });
+    scheduler.release(1);
+    // Slot 0 shares four tokens and has no busy neighbour; slots 1 and 3 share three next to the
+    // busy slot 2: the longer prefix wins.
+    expect(await scheduler.acquire("c", [1, 2, 3, 9, 9])).toMatchObject({ slot: 0, sharedPrefix: 4 });
+  });
+
   it("skips busy slots even when they share more", async () => {
     const { scheduler } = local([[1, 2, 3], [1]]);
     expect((await scheduler.acquire("a", [1, 2, 3]))?.slot).toBe(0);
