@@ -65,10 +65,14 @@ function localBuildPresent(): boolean {
 /**
  * node-llama-cpp keys a local build by its custom CMake options, and a process asks for one
  * through NODE_LLAMA_CPP_CMAKE_OPTION_<name> variables. `npm run build:engine-native` makes
- * a CPU build with GGML_NATIVE=ON: an arm with this environment runs on it, the others keep
- * the prebuilt binary, so one run compares both.
+ * a CPU build for this machine's instruction set, without OpenMP so that the worker's compute
+ * thread pool runs its graphs (built with OpenMP, a worker decoded one sequence slower with
+ * two threads than with one: 108 against 140 tokens/s in the run at a264068). An arm with
+ * this environment runs on that build, the others keep the prebuilt binary, so one run
+ * compares both.
  */
-const NATIVE_BUILD_ENV = { NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON" };
+const NATIVE_BUILD_OPTIONS = { GGML_NATIVE: "ON", GGML_OPENMP: "OFF" };
+const NATIVE_BUILD_ENV = Object.fromEntries(Object.entries(NATIVE_BUILD_OPTIONS).map(([name, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${name}`, value]));
 
 function nativeBuildPresent(): boolean {
   const builds = join(ROOT, "node_modules/node-llama-cpp/llama/localBuilds");
@@ -77,7 +81,12 @@ function nativeBuildPresent(): boolean {
     const metadata = join(builds, folder, "Release", "_nlcBuildMetadata.json");
     if (!existsSync(join(builds, folder, "buildDone.status")) || !existsSync(metadata)) return false;
     const { buildOptions } = JSON.parse(readFileSync(metadata, "utf8")) as { buildOptions?: { gpu?: unknown; customCmakeOptions?: Record<string, string> } };
-    return buildOptions?.gpu === false && buildOptions.customCmakeOptions?.GGML_NATIVE === "ON";
+    const options = buildOptions?.customCmakeOptions ?? {};
+    return (
+      buildOptions?.gpu === false &&
+      Object.keys(options).length === Object.keys(NATIVE_BUILD_OPTIONS).length &&
+      Object.entries(NATIVE_BUILD_OPTIONS).every(([name, value]) => options[name] === value)
+    );
   });
 }
 
@@ -427,7 +436,7 @@ function markdown(): string {
   lines.push(`# Radixgate vs llama-server, side by side`, "");
   lines.push(`Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`.`);
   lines.push(
-    `Radixgate's llama.cpp binary: ${report.radixgateBinary}${NATIVE_BUILD ? ", except the -native arms: node-llama-cpp compiled on this machine with GGML_NATIVE=ON (npm run build:engine-native)" : ""}; ` +
+    `Radixgate's llama.cpp binary: ${report.radixgateBinary}${NATIVE_BUILD ? ", except the -native arms: node-llama-cpp compiled on this machine with GGML_NATIVE=ON and GGML_OPENMP=OFF (npm run build:engine-native)" : ""}; ` +
       `as the arms' /health reported: ${Object.entries(report.armBinaries)
         .map(([arm, binary]) => `${arm} ${binary}`)
         .join(

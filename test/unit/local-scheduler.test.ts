@@ -58,7 +58,12 @@ describe("slots", () => {
   it("keeps busy slots side by side before recency when nothing is shared", async () => {
     const clock = { now: 0 };
     const { scheduler } = local([[5], [6], [7], [8]], { clock });
-    for (const [slot, usedAt] of [[0, 10], [2, 20], [1, 40], [3, 50]] as const) {
+    for (const [slot, usedAt] of [
+      [0, 10],
+      [2, 20],
+      [1, 40],
+      [3, 50],
+    ] as const) {
       clock.now = usedAt;
       expect((await scheduler.acquire(`warm-${slot}`, [5 + slot]))?.slot).toBe(slot);
       scheduler.release(slot);
