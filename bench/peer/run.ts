@@ -14,13 +14,14 @@
 //
 //   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--results peer] [--quick]
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { ensureModel } from "../../src/presets/make-model.js";
 import { gitCommit } from "../git-commit.js";
+import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../native-build.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
 import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
 
@@ -56,39 +57,6 @@ const BURST = 2 * SLOTS;
 const DECODE_REPEATS = quick ? 1 : 3;
 const WORKLOAD_REPEATS = quick ? 1 : 2;
 const WORKLOAD: Omit<WorkloadOptions, "salt"> = { seed: SEED, contextWords: quick ? 120 : 500, maxTokens: 32 };
-
-/** Whether node-llama-cpp will load a binary compiled on this machine (docs/engine.md) rather than its prebuilt one. */
-function localBuildPresent(): boolean {
-  return existsSync(join(ROOT, "node_modules/node-llama-cpp/llama/localBuilds/linux-x64/buildDone.status"));
-}
-
-/**
- * node-llama-cpp keys a local build by its custom CMake options, and a process asks for one
- * through NODE_LLAMA_CPP_CMAKE_OPTION_<name> variables. `npm run build:engine-native` makes
- * a CPU build for this machine's instruction set, without OpenMP so that the worker's compute
- * thread pool runs its graphs (built with OpenMP, a worker decoded one sequence slower with
- * two threads than with one: 108 against 140 tokens/s in the run at a264068). An arm with
- * this environment runs on that build, the others keep the prebuilt binary, so one run
- * compares both.
- */
-const NATIVE_BUILD_OPTIONS = { GGML_NATIVE: "ON", GGML_OPENMP: "OFF" };
-const NATIVE_BUILD_ENV = Object.fromEntries(Object.entries(NATIVE_BUILD_OPTIONS).map(([name, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${name}`, value]));
-
-function nativeBuildPresent(): boolean {
-  const builds = join(ROOT, "node_modules/node-llama-cpp/llama/localBuilds");
-  if (!existsSync(builds)) return false;
-  return readdirSync(builds).some((folder) => {
-    const metadata = join(builds, folder, "Release", "_nlcBuildMetadata.json");
-    if (!existsSync(join(builds, folder, "buildDone.status")) || !existsSync(metadata)) return false;
-    const { buildOptions } = JSON.parse(readFileSync(metadata, "utf8")) as { buildOptions?: { gpu?: unknown; customCmakeOptions?: Record<string, string> } };
-    const options = buildOptions?.customCmakeOptions ?? {};
-    return (
-      buildOptions?.gpu === false &&
-      Object.keys(options).length === Object.keys(NATIVE_BUILD_OPTIONS).length &&
-      Object.entries(NATIVE_BUILD_OPTIONS).every(([name, value]) => options[name] === value)
-    );
-  });
-}
 
 const log = (line: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -395,7 +363,6 @@ const report = {
   machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
   node: process.version,
   command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}${RESULTS === "peer" ? "" : ` --results ${RESULTS}`}`,
-  radixgateBinary: localBuildPresent() ? "localBuild (node-llama-cpp compiled on this machine)" : "prebuilt (node-llama-cpp's npm binary)",
   // What each Radixgate arm's workers really loaded (their /health): prebuilt or localBuild.
   armBinaries: Object.fromEntries([...results.values()].filter((r) => r.binaries).map((r) => [r.arm, [...new Set(r.binaries)].join(", ")])),
   llamaServer: binary,
@@ -436,7 +403,7 @@ function markdown(): string {
   lines.push(`# Radixgate vs llama-server, side by side`, "");
   lines.push(`Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`.`);
   lines.push(
-    `Radixgate's llama.cpp binary: ${report.radixgateBinary}${NATIVE_BUILD ? ", except the -native arms: node-llama-cpp compiled on this machine with GGML_NATIVE=ON and GGML_OPENMP=OFF (npm run build:engine-native)" : ""}; ` +
+    `Radixgate's llama.cpp binaries (prebuilt: node-llama-cpp's npm binary; localBuild: compiled on this machine, the -native arms by npm run build:engine-native), ` +
       `as the arms' /health reported: ${Object.entries(report.armBinaries)
         .map(([arm, binary]) => `${arm} ${binary}`)
         .join(

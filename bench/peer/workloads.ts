@@ -26,7 +26,6 @@ export interface Target {
   model: string;
 }
 
-/** One streamed chat completion, greedy. */
 /** Requests sent again because the server had closed the idle keep-alive connection they went out on. */
 export const resent = { count: 0 };
 
@@ -48,6 +47,7 @@ async function post(url: string, body: string): Promise<{ response: Response; se
   }
 }
 
+/** One chat completion, greedy: streamed (TTFT at the first content chunk) or whole (TTFT is the whole request). */
 export async function chat(target: Target, messages: Message[], maxTokens: number, kind: string, startedAt: number, stream = true): Promise<Sample> {
   const { response, sent } = await post(
     `${target.baseURL}/v1/chat/completions`,

@@ -205,23 +205,24 @@ export class LocalScheduler {
   }
 
   private pickIdleSlot(tokens: TokenIds): { slot: number; sharedPrefix: number } {
-    let similar: { slot: number; sharedPrefix: number; splits: number } | undefined;
-    let leastRecent: { slot: number; sharedPrefix: number; splits: number; lastUsed: number } | undefined;
+    // The longest similar prefix; without one, the fewest runs added, then the least recently used.
+    let similar: { slot: number; sharedPrefix: number; runsAdded: number } | undefined;
+    let unshared: { slot: number; sharedPrefix: number; runsAdded: number; lastUsed: number } | undefined;
     for (let slot = 0; slot < this.options.slots; slot++) {
       if (this.busy[slot]) continue;
       const held = this.sources.tokensOfSlot(slot);
       const sharedPrefix = commonPrefixLength(held, tokens);
-      const splits = this.runsAddedBy(slot);
+      const runsAdded = this.runsAddedBy(slot);
       const isSimilar = sharedPrefix > 0 && (2 * sharedPrefix >= held.length || 2 * sharedPrefix >= tokens.length);
-      if (isSimilar && (!similar || sharedPrefix > similar.sharedPrefix || (sharedPrefix === similar.sharedPrefix && splits < similar.splits))) {
-        similar = { slot, sharedPrefix, splits };
+      if (isSimilar && (!similar || sharedPrefix > similar.sharedPrefix || (sharedPrefix === similar.sharedPrefix && runsAdded < similar.runsAdded))) {
+        similar = { slot, sharedPrefix, runsAdded };
       }
       const lastUsed = this.lastUsedMs_[slot]!;
-      if (!leastRecent || splits < leastRecent.splits || (splits === leastRecent.splits && lastUsed < leastRecent.lastUsed)) {
-        leastRecent = { slot, sharedPrefix, splits, lastUsed };
+      if (!unshared || runsAdded < unshared.runsAdded || (runsAdded === unshared.runsAdded && lastUsed < unshared.lastUsed)) {
+        unshared = { slot, sharedPrefix, runsAdded, lastUsed };
       }
     }
-    const chosen = similar ?? leastRecent!;
+    const chosen = similar ?? unshared!;
     return { slot: chosen.slot, sharedPrefix: chosen.sharedPrefix };
   }
 

@@ -1,0 +1,163 @@
+// node-llama-cpp's decode loop as a worker drives it, with nothing around it: one context of
+// 4 sequences on the `bench` model, the worker's batch gate (every generating sequence in
+// every step), its batch sharing and its compute thread pool; no host, no HTTP, no streaming.
+// Greedy 150-token continuations of a short prompt in chosen slots, all at once: output
+// tokens/s and wall ms per decode step. Shows what the engine itself decodes (bench:peer
+// shows it served), and what slots that are not side by side cost (llama.cpp puts only
+// consecutive sequence ids in one micro-batch; docs/engine.md, "Slots side by side").
+//
+//   npm run bench:engine-loop [-- --threads 1,2 --repeats 3]
+//
+// Each binary x thread count runs in a child process of its own (node-llama-cpp loads one
+// binary per process): the prebuilt one, and the one `npm run build:engine-native` made when
+// it is there. Results: bench/results/engine-loop.{md,json}.
+import { spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, totalmem } from "node:os";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import { getLlama, LlamaLogLevel, type Token } from "node-llama-cpp";
+import { BatchGate } from "../src/engine/worker/batch-gate.js";
+import { attachComputePool } from "../src/engine/worker/compute-pool.js";
+import { type BatchStats, countBatch, shareBatch } from "../src/scheduler/batch-priority.js";
+import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-settings.js";
+import { ensureModel } from "../src/presets/make-model.js";
+import { gitCommit } from "./git-commit.js";
+import { NATIVE_BUILD_ENV, nativeBuildPresent } from "./native-build.js";
+
+const { values } = parseArgs({
+  options: {
+    threads: { type: "string", default: "1,2" },
+    repeats: { type: "string", default: "3" },
+    child: { type: "string" },
+  },
+});
+const SLOTS = 4;
+const TOKENS = 150;
+/** The slots generating at once: side by side, and with a gap (two micro-batches a step). */
+const PLACEMENTS = [[0], [0, 1], [0, 2], [1, 3], [0, 1, 2], [0, 1, 2, 3]];
+const REPEATS = Number(values.repeats);
+
+interface Measured {
+  binary: string;
+  threads: number;
+  computePool: string;
+  /** Per placement ("0+2"): tokens/s and wall ms per decode step of each repeat. */
+  placements: Record<string, { tokensPerS: number[]; msPerStep: number[] }>;
+}
+
+async function child(threads: number): Promise<Measured> {
+  const llama = await getLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.warn });
+  const model = await llama.loadModel({ modelPath: await ensureModel("bench") });
+  const gate = new BatchGate();
+  const stats: BatchStats = { steps: 0, decodeTokens: 0, prefillTokens: 0 };
+  const context = await model.createContext({
+    sequences: SLOTS,
+    contextSize: 4096,
+    batchSize: 512,
+    threads,
+    flashAttention: "auto",
+    batching: {
+      dispatchSchedule: gate.schedule,
+      itemPrioritizationStrategy: ({ items, size }) => {
+        gate.batchStarted();
+        const shares = shareBatch(items, size, LOCAL_SCHEDULER_DEFAULTS.chunkTokens);
+        countBatch(stats, shares);
+        return shares;
+      },
+    },
+  });
+  const pool = attachComputePool(context, threads);
+  const sequences = Array.from({ length: SLOTS }, () => context.getSequence());
+  const result: Measured = { binary: llama.buildType, threads, computePool: pool.kind, placements: {} };
+  for (let repeat = 0; repeat < REPEATS; repeat++) {
+    for (const slots of PLACEMENTS) {
+      const prompt = model.tokenize(`Once upon a time, in run ${repeat} of ${slots.join(" ")}, a small robot`) as Token[];
+      for (const sequence of sequences) await sequence.clearHistory();
+      // The prompt's own step is timed too: one step of ~20 tokens among 150.
+      const before = { ...stats };
+      const started = performance.now();
+      await Promise.all(
+        slots.map(async (slot) => {
+          gate.begin(slot);
+          let generated = 0;
+          for await (const _token of sequences[slot]!.evaluate(prompt, { temperature: 0 })) if (++generated >= TOKENS) break;
+          gate.end(slot);
+        }),
+      );
+      const ms = performance.now() - started;
+      const entry = (result.placements[slots.join("+")] ??= { tokensPerS: [], msPerStep: [] });
+      entry.tokensPerS.push((slots.length * TOKENS) / (ms / 1000));
+      entry.msPerStep.push(ms / (stats.steps - before.steps));
+    }
+  }
+  await context.dispose();
+  pool.release();
+  await model.dispose();
+  await llama.dispose();
+  return result;
+}
+
+if (values.child !== undefined) {
+  process.stdout.write(`${JSON.stringify(await child(Number(values.child)))}\n`);
+  process.exit(0);
+}
+
+const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const started = Date.now();
+const loadAtStart = loadavg()[0]!;
+const builds: { name: string; env: Record<string, string> }[] = [
+  { name: "prebuilt", env: {} },
+  ...(nativeBuildPresent() ? [{ name: "built here (npm run build:engine-native)", env: { ...NATIVE_BUILD_ENV } }] : []),
+];
+const runs: (Measured & { build: string })[] = [];
+for (const threads of values.threads.split(",").map(Number)) {
+  for (const build of builds) {
+    const out = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--child", String(threads), "--repeats", String(REPEATS)], {
+      env: { ...process.env, ...build.env },
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    if (out.status !== 0) throw new Error(`${build.name}, ${threads} threads: the child exited with ${out.status}`);
+    const measured = JSON.parse(out.stdout.trim().split("\n").at(-1)!) as Measured;
+    runs.push({ ...measured, build: build.name });
+    process.stderr.write(`${build.name}, ${threads} threads: done\n`);
+  }
+}
+
+const cpu = cpus();
+const report = {
+  date: new Date().toISOString(),
+  commit: gitCommit(["src", "bench", "patches", "package.json", "package-lock.json"]),
+  machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
+  node: process.version,
+  command: `npm run bench:engine-loop -- --threads ${values.threads} --repeats ${REPEATS}`,
+  settings: { slots: SLOTS, tokens: TOKENS, placements: PLACEMENTS, repeats: REPEATS, model: "preset:bench", flashAttention: "auto" },
+  machineLoad: { loadAverage1mAtStart: loadAtStart, loadAverage1mAtEnd: loadavg()[0]!, wallS: (Date.now() - started) / 1000 },
+  runs,
+};
+const lines = [
+  "# node-llama-cpp's decode loop as a worker drives it, nothing around it",
+  "",
+  `Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`. ` +
+    `One context of ${SLOTS} sequences on the \`bench\` model with the worker's batch gate, batch sharing and compute thread pool; no host, HTTP or streaming. ` +
+    `${TOKENS} greedy tokens in each listed slot at once; medians of ${REPEATS} repeats (wall ms per step includes the prompt's step and sampling). ` +
+    `Load average (1 min) ${loadAtStart.toFixed(1)} at start, ${report.machineLoad.loadAverage1mAtEnd.toFixed(1)} at end; ${report.machineLoad.wallS.toFixed(0)} s in all.`,
+  "",
+  `| binary | threads | compute pool | ${PLACEMENTS.map((p) => `slots ${p.join("+")}`).join(" | ")} |`,
+  `| --- | ---: | --- | ${PLACEMENTS.map(() => "---:").join(" | ")} |`,
+  ...runs.map(
+    (run) =>
+      `| ${run.build} (${run.binary}) | ${run.threads} | ${run.computePool} | ${PLACEMENTS.map((p) => {
+        const entry = run.placements[p.join("+")]!;
+        return `${median(entry.tokensPerS).toFixed(0)} tok/s, ${median(entry.msPerStep).toFixed(2)} ms`;
+      }).join(" | ")} |`,
+  ),
+  "",
+  "Slots 0+2 and 1+3 are two micro-batches per step (their sequence ids are not consecutive); 0+1 and 0+1+2 one.",
+  "",
+];
+mkdirSync(fileURLToPath(new URL("results", import.meta.url)), { recursive: true });
+writeFileSync(fileURLToPath(new URL("results/engine-loop.json", import.meta.url)), `${JSON.stringify(report, null, 2)}\n`);
+writeFileSync(fileURLToPath(new URL("results/engine-loop.md", import.meta.url)), lines.join("\n"));
+console.log(lines.join("\n"));
