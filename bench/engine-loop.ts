@@ -13,7 +13,7 @@
 // it is there. Results: bench/results/engine-loop.{md,json}.
 import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, totalmem } from "node:os";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { getLlama, LlamaLogLevel, type Token } from "node-llama-cpp";
@@ -22,7 +22,7 @@ import { attachComputePool } from "../src/engine/worker/compute-pool.js";
 import { type BatchStats, countBatch, shareBatch } from "../src/scheduler/batch-priority.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-settings.js";
 import { ensureModel } from "../src/presets/make-model.js";
-import { gitCommit } from "./git-commit.js";
+import { runIdentity } from "./git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "./native-build.js";
 
 const { values } = parseArgs({
@@ -125,12 +125,8 @@ for (const threads of values.threads.split(",").map(Number)) {
   }
 }
 
-const cpu = cpus();
 const report = {
-  date: new Date().toISOString(),
-  commit: gitCommit(["src", "bench", "patches", "package.json", "package-lock.json"]),
-  machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
-  node: process.version,
+  ...runIdentity(["src", "bench", "patches", "package.json", "package-lock.json"]),
   command: `npm run bench:engine-loop -- --threads ${values.threads} --repeats ${REPEATS}`,
   settings: { slots: SLOTS, tokens: TOKENS, placements: PLACEMENTS, repeats: REPEATS, model: "preset:bench", flashAttention: "auto" },
   machineLoad: { loadAverage1mAtStart: loadAtStart, loadAverage1mAtEnd: loadavg()[0]!, wallS: (Date.now() - started) / 1000 },

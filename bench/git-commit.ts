@@ -2,6 +2,7 @@
 // `watched` that had uncommitted changes (so a result is never mistaken for the commit's).
 // Files under bench/results/ are left out: they are outputs.
 import { execFileSync } from "node:child_process";
+import { cpus, totalmem } from "node:os";
 
 export function gitCommit(watched: readonly string[] = ["src", "bench"]): string {
   try {
@@ -16,4 +17,15 @@ export function gitCommit(watched: readonly string[] = ["src", "bench"]): string
   } catch {
     return "unknown";
   }
+}
+
+/** What a benchmark's report names first: when, on which commit, machine and Node it ran. */
+export function runIdentity(watched?: readonly string[]): { date: string; commit: string; machine: string; node: string } {
+  const cpu = cpus();
+  return {
+    date: new Date().toISOString(),
+    commit: gitCommit(watched),
+    machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
+    node: process.version,
+  };
 }

@@ -15,12 +15,12 @@
 //   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--results peer] [--quick]
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { ensureModel } from "../../src/presets/make-model.js";
-import { gitCommit } from "../git-commit.js";
+import { runIdentity } from "../git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../native-build.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
 import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
@@ -356,12 +356,8 @@ try {
 }
 
 const wallS = (Date.now() - started) / 1000;
-const cpu = cpus();
 const report = {
-  date: new Date().toISOString(),
-  commit: gitCommit(["src", "bench", "patches", "package.json", "package-lock.json"]),
-  machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
-  node: process.version,
+  ...runIdentity(["src", "bench", "patches", "package.json", "package-lock.json"]),
   command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}${RESULTS === "peer" ? "" : ` --results ${RESULTS}`}`,
   // What each Radixgate arm's workers really loaded (their /health): prebuilt or localBuild.
   armBinaries: Object.fromEntries([...results.values()].filter((r) => r.binaries).map((r) => [r.arm, [...new Set(r.binaries)].join(", ")])),
