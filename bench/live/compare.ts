@@ -7,8 +7,8 @@
 // What is compared: the mean (and p50) TTFT and end-to-end latency, per request the cached
 // fraction and the worker it ran on.
 //
-// The prediction is the simulator's CPU card (`cpu`): the calibrated time model, a decode
-// cost per decoding sequence, the worker's state store, and the host's contention: a step
+// The prediction is the simulator's CPU card (`cpu`): the calibrated time model, one decode
+// pass per run of consecutive busy slots, the worker's state store, and the host's contention: a step
 // that starts while another worker of the host has requests running takes longer, by the
 // factors the "two workers busy" probe measures on this machine before the arms run (the
 // calibration profiles one worker alone on an idle machine; on a CPU box the workers share
@@ -16,7 +16,8 @@
 // that leave a part out, to show what each accounts for:
 //   gpu-style  one decode cost per step (full batches, as on a GPU), no state store;
 //   store      + the state store (evicted slot contents saved to host memory and loaded back);
-//   cpu-alone  + a decode cost per sequence (each worker as if alone on the machine);
+//   cpu-alone  + a decode pass per run of consecutive busy slots, 1.6x one sequence's when it
+//              holds two or more (each worker as if alone on the machine);
 //   cpu        + the host's contention: the prediction.
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import { distribution, type Distribution } from "../sim/metrics.js";
@@ -140,7 +141,7 @@ export function specOfLive(
     chunkTokens: local.chunkTokens,
     priorityGroups: local.priorityGroups,
     quotaPerGroup: local.quotaPerGroup,
-    decodeBatching: variant === "gpu-style" || variant === "store" ? "shared" : "per-sequence",
+    decodeBatching: variant === "gpu-style" || variant === "store" ? "shared" : "micro-batch",
   };
 }
 
@@ -286,7 +287,7 @@ export function probes(seed: number): Probe[] {
     },
     {
       name: "four decode together",
-      isolates: "a decode step of four sequences (per-sequence decode cost on a CPU)",
+      isolates: "a decode step of four sequences in slots side by side (one pass on a CPU, costing more than one sequence's)",
       workers: 1,
       arm: "pinned",
       replay: [0, 1, 2, 3].map((i) => request(i, 0, tokens(100), 200)),

@@ -249,7 +249,7 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
     "",
     `Server and simulated card: ${r.server.workers} workers x ${r.server.slots} slots x ${r.server.contextSize} tokens, batch ${r.server.batchSize}, chunk ${result.spec.chunkTokens}, ${r.server.threads} thread per worker. ` +
       `Time model: \`${result.calibration.path.replace(`${process.cwd()}/`, "")}\` (the servers' own calibration${result.calibration.existedBefore ? ", cached before the run" : ", made by the first server of this run"}): ` +
-      `prefill ${fmt(t.base, 2)} + ${fmt(t.perExtend, 3)} e + ${fmt(t.perContext, 4)} c + ${t.perExtendContext.toExponential(2)} e c ms, decode ${fmt(t.decodeBase, 2)} + ${t.decodePerContext.toExponential(2)} c ms per decoding sequence per step, ` +
+      `prefill ${fmt(t.base, 2)} + ${fmt(t.perExtend, 3)} e + ${fmt(t.perContext, 4)} c + ${t.perExtendContext.toExponential(2)} e c ms, decode ${fmt(t.decodeBase, 2)} + ${t.decodePerContext.toExponential(2)} c ms per sequence alone per step (a pass of two or more in consecutive slots: ${result.spec.multiSequencePassFactor ?? 1} x the first term), ` +
       `copy (save + load) ${fmt(t.copyBase, 2)} + ${t.copyPerToken.toExponential(2)} n ms. ` +
       (result.spec.spill
         ? `State store as the server's (config spill): ${result.spec.spill.budgetTokens.toLocaleString("en-US")} tokens (${(liveConfig({ preset, workers, threads: 1 }, "roundrobin").spill.budgetBytes / 2 ** 20).toFixed(0)} MiB / the preset's F16 KV bytes per token), evicted parts of at least ${result.spec.spill.minTokens} tokens saved, loaded back when ${result.spec.spill.minRestoreGain}+ tokens longer than what the slot shares.`
@@ -267,7 +267,7 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
     `Target: simulated mean TTFT within ${pct(TARGET_RELATIVE_ERROR)} of the live one: met for ${met.length} of ${result.rows.length} arms${met.length > 0 ? ` (${met.join(", ")})` : ""}.` +
       ` Live outputs shorter than max_tokens: ${result.rows.reduce((sum, row) => sum + row.shortOutputs, 0)}; latest send after its arrival time: ${fmt(Math.max(...result.rows.map((row) => row.maxSendLatenessMs)), 1)} ms.`,
     "",
-    "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode cost per step (full batches, as on a GPU), no state store; `store` = + the worker's state store; `cpu-alone` = + a decode cost per decoding sequence, each worker as if alone on the machine (its calibration); " +
+    "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode cost per step (full batches, as on a GPU), no state store; `store` = + the worker's state store; `cpu-alone` = + one decode pass per run of consecutive busy slots (llama.cpp evaluates only consecutive sequence ids together), each worker as if alone on the machine (its calibration); " +
       `\`cpu\` = + the host's contention: a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers busy" probe measured on this machine before the arms ran${r.probes ? "" : " (no probe ran: 1 and 1)"}; the prediction above.`,
     "",
     `| arm | live TTFT / latency / cached | ${SIM_VARIANTS.join(" | ")} |`,

@@ -49,7 +49,8 @@
 //     256 slots over one shared pool of 200k tokens (any slot may hold up to the whole pool, idle
 //     slots' contents evicted LRU when cells run short), no state store. Kept for comparison.
 //   cpu: what config.yml gives a CPU worker: slots x contextSize, and no sequence longer than
-//     contextSize. Decode cost per sequence, not per step (a CPU decode is compute-bound); the
+//     contextSize. One decode pass per run of consecutive busy slots, a pass of several
+//     sequences costing CPU_MULTI_SEQUENCE_PASS x one alone (a CPU decode is compute-bound); the
 //     state store and node-llama-cpp's old context lock only when asked for (bench/live/compare.ts
 //     does).
 // Batch: 2048 tokens per forward pass on a GPU (a full decode batch plus the 1024-token prefill
@@ -208,7 +209,10 @@ export function gpuSpec(name: string, options: GpuOptions = {}): WorkerSpec {
     maxSequenceTokens: contextSize,
     batchTokens: GPU_BATCH_TOKENS,
     ...LOCAL,
-    decodeBatching: "shared",
+    // One pass per run of consecutive busy slots (llama.cpp's split of a batch over
+    // node-llama-cpp's per-sequence KV streams), each bound by reading the weights once.
+    decodeBatching: "micro-batch",
+    multiSequencePassFactor: 1,
     ...(spill ? { spill } : {}),
   };
 }
@@ -229,13 +233,22 @@ function idealisedSpec(name: string, timeModel: TimeModelCoefficients, options: 
 }
 
 /**
- * A CPU worker as config.yml sets one up, with a calibrated time model: every decoding sequence
- * pays its own decode cost (a CPU decode is compute-bound: see simulator.ts), and, when given,
- * the worker's state store and node-llama-cpp's old context lock.
+ * What one decode pass of two to four sequences in consecutive slots costs on a CPU worker,
+ * in steps of one sequence alone: `npm run bench:engine-loop` (bench/results/engine-loop.md,
+ * the prebuilt binary) measured 1.61-1.68 at 1 thread and 1.60-1.76 at 2. A CPU decode pass
+ * is not bound by reading the weights as a GPU's is, so a second sequence is not free, but
+ * the third and fourth add little.
+ */
+export const CPU_MULTI_SEQUENCE_PASS = 1.6;
+
+/**
+ * A CPU worker as config.yml sets one up, with a calibrated time model: one decode pass per
+ * run of consecutive busy slots (see simulator.ts), and, when given, the worker's state store
+ * and node-llama-cpp's old context lock.
  */
 export function cpuSpec(
   timeModel: TimeModelCoefficients,
-  options: { slots?: number; contextSize?: number; batchTokens?: number; spill?: SpillSpec; contextLock?: boolean } = {},
+  options: { slots?: number; contextSize?: number; batchTokens?: number; spill?: SpillSpec; contextLock?: boolean; multiSequencePassFactor?: number } = {},
 ): WorkerSpec {
   const slots = options.slots ?? CPU_DEFAULTS.slots;
   const contextSize = options.contextSize ?? CPU_DEFAULTS.contextSize;
@@ -246,7 +259,8 @@ export function cpuSpec(
     maxSequenceTokens: contextSize,
     batchTokens: options.batchTokens ?? CPU_DEFAULTS.batchTokens,
     ...LOCAL,
-    decodeBatching: "per-sequence",
+    decodeBatching: "micro-batch",
+    multiSequencePassFactor: options.multiSequencePassFactor ?? CPU_MULTI_SEQUENCE_PASS,
     ...(options.spill ? { spill: options.spill } : {}),
     ...(options.contextLock ? { contextLock: true } : {}),
   };

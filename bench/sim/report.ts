@@ -184,7 +184,7 @@ export function markdown(report: SimReport): string {
     const held = GPU_NAMES.includes(baseCardName(gpu)) ? ` (${fmt(kvTokensOf(gpuCard(baseCardName(gpu))))})` : "";
     lines.push(
       `| ${gpu} | ${kvLayout(spec)} | ${spec.slots} | ${spec.maxSequenceTokens === undefined ? "whole pool" : fmt(spec.maxSequenceTokens)} | ${fmt(spec.capacityTokens)}${held} | ${spec.spill ? fmt(spec.spill.budgetTokens) : "none"} | ` +
-        `${spec.decodeBatching === "per-sequence" ? "per sequence" : "per step"} | ${spec.batchTokens} | ${spec.chunkTokens} | ${spec.priorityGroups} / ${spec.quotaPerGroup} | ` +
+        `${spec.decodeBatching === "micro-batch" ? `per run of slots (${spec.multiSequencePassFactor ?? 1}x for 2+)` : "per step"} | ${spec.batchTokens} | ${spec.chunkTokens} | ${spec.priorityGroups} / ${spec.quotaPerGroup} | ` +
         `${t.base.toPrecision(3)} + ${t.perExtend.toPrecision(3)} e + ${t.perContext.toPrecision(3)} c + ${t.perExtendContext.toPrecision(3)} e c | ${t.decodeBase.toPrecision(3)} + ${t.decodePerContext.toPrecision(3)} c | ${t.copyBase.toPrecision(3)} + ${t.copyPerToken.toPrecision(3)} n |`,
     );
   }

@@ -25,8 +25,13 @@ export interface WorkerSpec extends Pick<LocalSchedulerSettings, "chunkTokens" |
   batchTokens: number;
   /** The worker's state store of evicted slot contents (see simulator.ts's header); absent: none, only copied-in prefixes are kept. */
   spill?: SpillSpec;
-  /** Decode cost of a step: "shared" (default, a GPU: one decodeBase per step) or "per-sequence" (a CPU: one per decoding sequence). */
-  decodeBatching?: "shared" | "per-sequence";
+  /**
+   * Decode cost of a step: "shared" (default, a GPU: one decodeBase per step) or
+   * "micro-batch" (a CPU worker: one pass per run of consecutive slots, see simulator.ts).
+   */
+  decodeBatching?: "shared" | "micro-batch";
+  /** "micro-batch": what a pass of two or more sequences costs, in decodeBase of one sequence alone (default 1). */
+  multiSequencePassFactor?: number;
   /** Model node-llama-cpp's context lock as the worker first met it (see simulator.ts's header). Default false. */
   contextLock?: boolean;
   /**
@@ -366,12 +371,27 @@ export class SimWorker {
     }
   }
 
+  /**
+   * The decode part of a step. "shared": one pass for every decoding sequence, its weight
+   * reading (decodeBase) paid once. "micro-batch": one pass per run of consecutive slot
+   * numbers (llama.cpp evaluates only consecutive sequence ids together), a pass of two or
+   * more costing multiSequencePassFactor x decodeBase; each sequence adds its attention reads.
+   */
+  private decodeMs(decoders: readonly { slot: number; context: number }[]): number {
+    if (decoders.length === 0) return 0;
+    const context = decoders.reduce((sum, d) => sum + d.context, 0);
+    if (this.spec.decodeBatching !== "micro-batch") return this.truth.decodeMsPerToken(context);
+    const { decodeBase, decodePerContext } = this.spec.timeModel;
+    const multi = this.spec.multiSequencePassFactor ?? 1;
+    let ms = Math.max(0, decodePerContext * context);
+    for (const run of consecutiveRuns(decoders.map((d) => d.slot))) ms += run === 1 ? decodeBase : multi * decodeBase;
+    return ms;
+  }
+
   private runStep(shares: BatchShare<BatchItem>[]): void {
     let prefillMs = 0;
     let prefilling = false;
-    let decodeContext = 0;
-    let decodeMs = 0;
-    let decoding = false;
+    const decoders: { slot: number; context: number }[] = [];
     for (const { item, processAmount } of shares) {
       const job = item.job;
       // The step's cells are taken now: nothing else can claim them while it runs.
@@ -380,12 +400,11 @@ export class SimWorker {
         prefillMs += this.truth.prefillMs(processAmount, job.context + processAmount) - this.base;
         prefilling = true;
       } else {
-        decodeContext += job.context;
-        decodeMs += this.truth.decodeMsPerToken(job.context);
-        decoding = true;
+        decoders.push({ slot: job.slot, context: job.context });
       }
     }
-    if (this.spec.decodeBatching !== "per-sequence") decodeMs = this.truth.decodeMsPerToken(decodeContext);
+    const decoding = decoders.length > 0;
+    let decodeMs = this.decodeMs(decoders);
     let prefillPart = prefilling ? this.base + prefillMs : 0;
     const contention = this.spec.contention;
     if (contention && this.sim.workers.some((worker) => worker !== this && worker.running.length > 0)) {
@@ -441,4 +460,15 @@ export class SimWorker {
   get outstanding(): number {
     return this.running.length + this.ready.length + this.loading.length + this.blocked.length + this.local.waitingCount;
   }
+}
+
+/** The lengths of the runs of consecutive numbers among `slots` (each slot once): [0, 1, 3] gives [2, 1]. */
+export function consecutiveRuns(slots: readonly number[]): number[] {
+  const sorted = [...slots].sort((a, b) => a - b);
+  const runs: number[] = [];
+  for (let i = 0; i < sorted.length; i++) {
+    if (i > 0 && sorted[i] === sorted[i - 1]! + 1) runs[runs.length - 1]!++;
+    else runs.push(1);
+  }
+  return runs;
 }

@@ -12,11 +12,12 @@
 //     + decodeMsPerToken(sum of the decoding requests' contexts)   (when any decodes)
 //   i.e. one fixed cost per forward pass, the prefill terms of every chunk, and one decode
 //   pass whose weight reading (decodeBase) is shared by the batch while each sequence adds
-//   its attention reads (decodePerContext x its context). On a CPU (`decodeBatching:
-//   "per-sequence"`) the decode pass is compute-bound, not bound by reading the weights, and
-//   every decoding sequence pays the whole decodeMsPerToken(its context): measured on the
-//   `bench` model, 1 thread, 3 sequences decoding together take 12.2 ms a step, 3 x the 4.1 ms
-//   of one alone.
+//   its attention reads (decodePerContext x its context). A CPU worker (`decodeBatching:
+//   "micro-batch"`) differs twice: llama.cpp evaluates the sequences of a step together only
+//   while their sequence ids (slots) are consecutive, so every run of consecutive busy slots is
+//   a pass of its own; and a CPU pass is compute-bound, so a pass of two or more sequences
+//   costs multiSequencePassFactor x decodeBase (1.6 measured on the `bench` model, where a
+//   third and fourth sequence add little to the second: hardware.ts).
 // - A request's first token comes at the end of the step that finishes its prefill (TTFT),
 //   and each later step adds one token until it has its output (end-to-end latency).
 // - KV capacity per card, in tokens, one pool for every slot (no sharing between slots: as

@@ -7,6 +7,7 @@ import { summarize } from "../../bench/sim/metrics.js";
 import { type ArmRecord, headlines, isIdealisedSpec, markdown, type SimReport } from "../../bench/sim/report.js";
 import { Links, REQUEST_BYTES_PER_TOKEN, routerTimeModel } from "../../bench/sim/network.js";
 import { type NetworkSpec, simulate, type SimOptions, type WorkerSpec } from "../../bench/sim/simulator.js";
+import { consecutiveRuns } from "../../bench/sim/sim-worker.js";
 import { atLoad, buildWorkload } from "../../bench/sim/workloads.js";
 import type { WorkloadRequest } from "../../bench/workloads/tokens.js";
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
@@ -196,22 +197,48 @@ describe("simulator: determinism and per-request verdicts", () => {
   });
 });
 
-describe("simulator: the CPU card (per-sequence decode, state store, context lock), hand-computed on one worker", () => {
+describe("simulator: the CPU card (decode passes per run of slots, state store, context lock), hand-computed on one worker", () => {
   const one = (requests: WorkloadRequest[], spec: WorkerSpec) => simulate({ policy: "roundrobin", workers: 1, spec, requests });
 
-  it("per-sequence decode: two sequences decoding together pay two decode costs a step", async () => {
+  it("micro-batch decode: sequences in consecutive slots share one pass, costing multiSequencePassFactor x decodeBase", async () => {
     const requests = [request(0, 0, ids(10, 100), 3), request(1, 0, ids(11, 100), 3)];
-    // Step 1 [0, 200): both prefills (100 + 100 tokens). Then two decode steps: 10 ms each shared, 20 ms per sequence.
+    // Step 1 [0, 200): both prefills (100 + 100 tokens), in slots 0 and 1. Then two decode steps:
+    // 10 ms each shared on a GPU card, 15 ms on a CPU card whose two-sequence pass costs 1.5 x 10.
     const shared = await one(requests, TINY);
-    const perSequence = await one(requests, { ...TINY, decodeBatching: "per-sequence" });
+    const cpu = await one(requests, { ...TINY, decodeBatching: "micro-batch", multiSequencePassFactor: 1.5 });
     expect(shared.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
       [200, 220],
       [200, 220],
     ]);
-    expect(perSequence.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
-      [200, 240],
-      [200, 240],
+    expect(cpu.records.map((r) => [r.ttftMs, r.e2eMs])).toEqual([
+      [200, 230],
+      [200, 230],
     ]);
+  });
+
+  it("micro-batch decode: sequences in slots apart run one pass each", async () => {
+    // Three prompts fill slots 0, 1 and 2; later, continuations of the first and the third go
+    // back to the slots holding their prefixes (0 and 2): two passes a step, 2 x 10 ms.
+    const [p, q, r] = [ids(20, 100), ids(21, 100), ids(22, 100)];
+    const requests = [
+      request(0, 0, p, 1),
+      request(1, 0, q, 1),
+      request(2, 0, r, 1),
+      request(3, 1000, [...p, ...ids(23, 10)], 3),
+      request(4, 1000, [...r, ...ids(24, 10)], 3),
+    ];
+    const spec: WorkerSpec = { ...TINY, slots: 3, decodeBatching: "micro-batch", multiSequencePassFactor: 1.5 };
+    const apart = await one(requests, spec);
+    const later = apart.records.filter((record) => record.index >= 3);
+    expect(later.map((record) => record.cachedTokens)).toEqual([100, 100]);
+    expect(later.map((record) => record.e2eMs - record.ttftMs)).toEqual([40, 40]);
+  });
+
+  it("consecutiveRuns groups slot numbers as llama.cpp groups sequence ids into passes", () => {
+    expect(consecutiveRuns([])).toEqual([]);
+    expect(consecutiveRuns([3, 0, 1])).toEqual([2, 1]);
+    expect(consecutiveRuns([0, 2])).toEqual([1, 1]);
+    expect(consecutiveRuns([2, 1, 0, 3])).toEqual([4]);
   });
 
   it("state store: an overwritten slot's content is saved, and a later prompt sharing its prefix loads it back", async () => {
@@ -303,7 +330,9 @@ describe("simulator: the GPU cards are the worker Radixgate runs (node-llama-cpp
     // 512 MiB / 128 KiB per token (Mistral-7B).
     expect(spec.spill).toEqual({ budgetTokens: 4096, minTokens: 64, minRestoreGain: MIN_RESTORE_GAIN });
     expect(spec.contextLock).toBeUndefined();
-    expect(spec.decodeBatching).toBe("shared");
+    // A decode pass per run of consecutive busy slots, each bound by reading the weights once.
+    expect(spec).toMatchObject({ decodeBatching: "micro-batch", multiSequencePassFactor: 1 });
+    expect(gpuSpec(`${DEFAULT_GPU}-idealised`).decodeBatching).toBe("shared");
     // One slot: B overwrites A (A is saved), C overwrites B and loads A's state, sharing its 100-token prefix.
     const prefix = ids(22, 100);
     const requests = [request(0, 0, [...prefix, ...ids(23, 20)], 1), request(1, 10_000, ids(24, 80), 1), request(2, 20_000, [...prefix, ...ids(25, 20)], 1)];
