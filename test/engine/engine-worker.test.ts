@@ -191,6 +191,27 @@ describe("a worker's failures reach the host as typed errors", () => {
     await expect(refused).rejects.toThrow(/^Unrecognized literal type: object/);
   });
 
+  it.each(["thread", "process"] as const)(
+    "a %s worker asked for a llama.cpp build that was never made fails its load saying what to run",
+    async (isolation) => {
+      // node-llama-cpp reads custom CMake options from the environment: no build was made with this one.
+      const option = "NODE_LLAMA_CPP_CMAKE_OPTION_RADIXGATE_NEVER_BUILT";
+      process.env[option] = "ON";
+      const unbuilt = new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: `unbuilt-${isolation}` }), {
+        isolation,
+        ...(isolation === "process" ? { env: { [option]: "ON" } } : {}),
+      });
+      delete process.env[option];
+      try {
+        const loading = unbuilt.start();
+        await expect(loading).rejects.toThrow(/no llama\.cpp build made on this machine with RADIXGATE_NEVER_BUILT=ON/);
+        await expect(loading).rejects.toThrow(/npm run build:engine-native/);
+      } finally {
+        await unbuilt.close().catch(() => undefined);
+      }
+    },
+  );
+
   it.each(["thread", "process"] as const)("a crash in a %s worker fails its running generation with a WorkerDiedError naming the crash", async (isolation) => {
     const doomed = new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: `doomed-${isolation}` }), { isolation });
     try {

@@ -1,7 +1,8 @@
 // Renders chat messages with each model's own chat template and tokenizes them, in a thread
 // of its own so that long prompts never block the HTTP event loop. Models are loaded
 // vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
-import { getLlama, LlamaLogLevel, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { LlamaLogLevel, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { loadLlama } from "./llama-binary.js";
 import { availableFunctionsOf, chatHistoryOf, toolCallSyntaxOf } from "./chat-history.js";
 import { toolCallGrammarText } from "./grammars.js";
 import { threadData } from "./thread-data.js";
@@ -32,7 +33,7 @@ interface Tokenizers {
 let tokenizers: Promise<Tokenizers> | undefined;
 
 async function loadTokenizers(): Promise<Tokenizers> {
-  const llama = await getLlama({ gpu: false, build: "never", maxThreads: 1, logLevel: LlamaLogLevel.warn });
+  const llama = await loadLlama({ gpu: false, build: "never", maxThreads: 1, logLevel: LlamaLogLevel.warn });
   const byModel = new Map<string, Tokenizer>();
   for (const { id, path } of models) {
     const model = await llama.loadModel({ modelPath: path, vocabOnly: true, gpuLayers: 0 });

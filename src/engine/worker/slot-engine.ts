@@ -5,7 +5,6 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  getLlama,
   LlamaCompletion,
   LlamaLogLevel,
   type LLamaContextualRepeatPenalty,
@@ -41,6 +40,7 @@ import { cancelledInQueue } from "../wire/generation-results.js";
 import { BatchGate } from "./batch-gate.js";
 import { attachComputePool, type ComputePool } from "./compute-pool.js";
 import { GrammarRefusedError, grammarFor } from "./grammars.js";
+import { loadLlama } from "./llama-binary.js";
 import { LogprobRecorder } from "./logprobs.js";
 import { bindingTestsHere } from "./binding-tests.js";
 import { modelFingerprint } from "./model-fingerprint.js";
@@ -78,7 +78,7 @@ export class SlotEngine {
 
   static async load(init: WorkerInit): Promise<SlotEngine> {
     const started = performance.now();
-    const llama = await getLlama({
+    const llama = await loadLlama({
       gpu: init.gpu,
       // A missing prebuilt binary must fail loudly, not start a source build at request time.
       build: "never",

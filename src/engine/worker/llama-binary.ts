@@ -1,0 +1,36 @@
+// Which llama.cpp binary a worker or prompt thread loads. node-llama-cpp 3.21.1 reads custom
+// CMake options from NODE_LLAMA_CPP_CMAKE_OPTION_<name> variables and keys a build compiled on
+// this machine by them: with none set it loads its prebuilt npm binary; with some set, only a
+// local build made with exactly those options (`npm run build:engine-native` makes one for this
+// machine's CPU, `npm run start:native` asks for it). Every thread of a process must load the
+// same binary, so the choice is the process environment's, never a per-model setting.
+import { getLlama, type Llama, type LlamaOptions, NoBinaryFoundError } from "node-llama-cpp";
+
+const CMAKE_OPTION_PREFIX = "NODE_LLAMA_CPP_CMAKE_OPTION_";
+
+/** The custom CMake options the environment asks node-llama-cpp's build for ("GGML_NATIVE=ON", ...). */
+export function requestedCmakeOptions(env: NodeJS.ProcessEnv = process.env): string[] {
+  return Object.entries(env)
+    .filter(([name, value]) => name.startsWith(CMAKE_OPTION_PREFIX) && value !== undefined)
+    .map(([name, value]) => `${name.slice(CMAKE_OPTION_PREFIX.length)}=${value}`)
+    .sort();
+}
+
+/**
+ * getLlama. When the environment asks for custom options, only a local build with them will do:
+ * node-llama-cpp would otherwise fall back to its prebuilt binary without a word, and the
+ * error says what to run instead.
+ */
+export async function loadLlama(options: LlamaOptions): Promise<Llama> {
+  const asked = requestedCmakeOptions();
+  try {
+    return await getLlama({ ...options, usePrebuiltBinaries: asked.length === 0 });
+  } catch (error) {
+    if (!(error instanceof NoBinaryFoundError) || asked.length === 0) throw error;
+    throw new Error(
+      `no llama.cpp build made on this machine with ${asked.join(", ")}, which the environment asks node-llama-cpp for ` +
+        `(${CMAKE_OPTION_PREFIX}* variables): run \`npm run build:engine-native\` first (GGML_NATIVE=ON, GGML_OPENMP=OFF; ` +
+        "about 10 minutes on 2 cores), or start without those variables to use the prebuilt binary (`npm start`)",
+    );
+  }
+}
