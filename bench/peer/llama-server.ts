@@ -17,6 +17,7 @@ export interface LlamaServerOptions {
 
 export interface RunningLlamaServer {
   baseURL: string;
+  pid: number | undefined;
   close(): Promise<void>;
 }
 
@@ -31,5 +32,5 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
     gpu: false,
   });
   const server = await LlamaServerProcess.start({ binary: options.binary, args });
-  return { baseURL: server.baseURL, close: () => server.close() };
+  return { baseURL: server.baseURL, pid: server.pid, close: () => server.close() };
 }

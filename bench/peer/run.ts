@@ -10,12 +10,14 @@
 // Workloads: decode throughput (1, 2, 4 long completions at once, also at 1 thread for
 // llama-server and one worker), one sequential agent (cold and warm TTFT), concurrent
 // agents, a burst of distinct prompts, and a steady Poisson mix of agent turns and one-shot
-// prompts (where a stall shows in p99). Results: bench/results/peer.{md,json}.
+// prompts (where a stall shows in p99). Around each decode measurement, the server's CPU
+// time from /proc (process-cpu.ts): per output token, its main thread's share, idle cores.
+// Results: bench/results/peer.{md,json}.
 //
 //   npm run bench:peer -- [--mix-seconds 120] [--llama-server <binary>] [--results peer] [--quick]
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
@@ -23,6 +25,7 @@ import { ensureModel } from "../../src/presets/make-model.js";
 import { runIdentity } from "../git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../native-build.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
+import { type ProcessCpu, processCpu } from "./process-cpu.js";
 import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
 
 const { values } = parseArgs({
@@ -75,6 +78,8 @@ interface ArmSpec {
 
 interface Running {
   target: Target;
+  /** The server's process id (its CPU time is read around each decode measurement). */
+  pid: number | undefined;
   /** The llama.cpp binary of each embedded worker, as the server's /health reports it. */
   binaries?: string[];
   close(): Promise<void>;
@@ -132,6 +137,7 @@ async function startRadixgate(arm: ArmSpec, modelPath: string, binary: string): 
   const health = (await (await fetch(`${baseURL}/health`)).json()) as { workers: { llama: { binary: string } | null }[] };
   return {
     target: { baseURL, model: "bench" },
+    pid: child.pid,
     binaries: health.workers.map((worker) => worker.llama?.binary ?? "unknown"),
     close: async () => {
       child.kill("SIGTERM");
@@ -150,7 +156,7 @@ async function start(arm: ArmSpec, modelPath: string, binary: string): Promise<R
     contextPerSlot: CONTEXT_PER_SLOT,
     batchSize: BATCH,
   });
-  return { target: { baseURL: server.baseURL, model: "bench" }, close: () => server.close() };
+  return { target: { baseURL: server.baseURL, model: "bench" }, pid: server.pid, close: () => server.close() };
 }
 
 const percentile = (values: readonly number[], p: number) => {
@@ -189,6 +195,8 @@ interface ArmResult {
   decode: Record<string, { tokensPerS: number; repeats: number[] }>;
   /** The same, not streamed: the engine's decoding without per-token delivery to the client. */
   decodeWhole: Record<string, { tokensPerS: number; repeats: number[] }>;
+  /** Per "streamed x1", "whole x4", ...: each repeat's server CPU per output token (whole tree, and its main thread) and idle share of the cores. */
+  decodeCpu: Record<string, DecodeCpu[]>;
   workloads: Record<string, Summary>;
   samples: Record<string, Sample[]>;
   /** A Radixgate arm's workers' llama.cpp binaries (from its /health). */
@@ -196,6 +204,24 @@ interface ArmResult {
 }
 
 const median = (values: readonly number[]) => percentile(values, 50);
+
+interface DecodeCpu {
+  serverMsPerToken: number;
+  mainThreadMsPerToken: number;
+  /** 1 - (server + benchmark client CPU) / (wall x cores): the share of the machine nobody used. */
+  idleShare: number;
+}
+
+/** What a decode measurement cost the server's CPU, per output token; undefined without /proc. */
+function decodeCpuOf(before: ProcessCpu | undefined, after: ProcessCpu | undefined, clientS: number, tokens: number, wallS: number): DecodeCpu | undefined {
+  if (!before || !after || tokens === 0) return undefined;
+  const serverS = after.treeS - before.treeS;
+  return {
+    serverMsPerToken: (serverS * 1000) / tokens,
+    mainThreadMsPerToken: ((after.mainThreadS - before.mainThreadS) * 1000) / tokens,
+    idleShare: Math.max(0, 1 - (serverS + clientS) / (wallS * cpus().length)),
+  };
+}
 
 const started = Date.now();
 const cpuAtStart = process.cpuUsage();
@@ -260,7 +286,7 @@ const allArms = [...arms, ...decodeOnlyArms];
 // request by request and the machine's drift falls on all of them alike.
 const running = new Map<string, Running>();
 const results = new Map<string, ArmResult>(
-  allArms.map((arm) => [arm.name, { arm: arm.name, spec: arm, decode: {}, decodeWhole: {}, workloads: {}, samples: {} }]),
+  allArms.map((arm) => [arm.name, { arm: arm.name, spec: arm, decode: {}, decodeWhole: {}, decodeCpu: {}, workloads: {}, samples: {} }]),
 );
 try {
   for (const arm of allArms) {
@@ -277,8 +303,15 @@ try {
       for (const stream of [true, false]) {
         for (const arm of allArms) {
           const options = { ...WORKLOAD, salt: `${salt} decode ${repeat} ${stream ? "streamed" : "whole"}` };
-          const decode = await decodeThroughput(running.get(arm.name)!.target, options, count, DECODE_TOKENS, stream);
+          const server = running.get(arm.name)!;
+          const cpuBefore = processCpu(server.pid);
+          const clientBefore = process.cpuUsage();
+          const decode = await decodeThroughput(server.target, options, count, DECODE_TOKENS, stream);
+          const client = process.cpuUsage(clientBefore);
+          const tokens = decode.samples.reduce((sum, sample) => sum + sample.completionTokens, 0);
+          const cpu = decodeCpuOf(cpuBefore, processCpu(server.pid), (client.user + client.system) / 1e6, tokens, decode.wallS);
           const result = results.get(arm.name)!;
+          if (cpu) (result.decodeCpu[`${stream ? "streamed" : "whole"} x${count}`] ??= []).push(cpu);
           const entry = ((stream ? result.decode : result.decodeWhole)[`${count}`] ??= { tokensPerS: Number.NaN, repeats: [] });
           entry.repeats.push(decode.tokensPerS);
           entry.tokensPerS = median(entry.repeats);
@@ -435,6 +468,30 @@ function markdown(): string {
       "Streamed, each token is an event the server sends and the client reads while llama.cpp computes on the same cores; not streamed, only the engine's decoding and one answer per request count.",
     "",
   );
+  const cpuKeys = Object.keys(peer.decodeCpu);
+  if (cpuKeys.length > 0) {
+    lines.push("## Decode: the server's CPU per output token, and idle cores", "");
+    lines.push(
+      "Read from /proc around each decode measurement above (medians over its repeats): the CPU ms each output token cost the server's whole process tree " +
+        "(its threads, and a llama-server worker's process), of which its main thread (Radixgate's event loop: HTTP, scheduling, per-token delivery; llama-server's: its main loop), " +
+        `and the share of the ${cpus().length} cores that neither the server nor the benchmark client used meanwhile. llama.cpp's compute threads count in the server's CPU.`,
+      "",
+    );
+    lines.push(`| arm | ${cpuKeys.join(" | ")} |`);
+    lines.push(`| --- | ${cpuKeys.map(() => "---").join(" | ")} |`);
+    for (const r of all) {
+      const cell = (key: string) => {
+        const repeats = r.decodeCpu[key] ?? [];
+        if (repeats.length === 0) return "-";
+        const server = median(repeats.map((x) => x.serverMsPerToken));
+        const main = median(repeats.map((x) => x.mainThreadMsPerToken));
+        const idle = median(repeats.map((x) => x.idleShare));
+        return `${server.toFixed(2)} ms (main ${main.toFixed(2)}), idle ${(idle * 100).toFixed(0)} %`;
+      };
+      lines.push(`| ${r.arm} | ${cpuKeys.map(cell).join(" | ")} |`);
+    }
+    lines.push("");
+  }
   lines.push("## Workloads (TTFT in ms, client-side, streamed)", "");
   lines.push("| workload | arm | n | TTFT mean | p50 | p99 | output tokens/s | wall s | mean vs llama-server | p99 vs llama-server | wall vs llama-server |");
   lines.push("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
