@@ -9,11 +9,12 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS } from "../src/engine/worker/llama-binary.js";
 
-const NATIVE_BUILD_OPTIONS: Readonly<Record<string, string>> = { GGML_NATIVE: "ON", GGML_OPENMP: "OFF" };
+const NATIVE_BUILD_OPTIONS = NATIVE_CPU_BUILD_OPTIONS;
 
 export const NATIVE_BUILD_ENV: Readonly<Record<string, string>> = Object.fromEntries(
-  Object.entries(NATIVE_BUILD_OPTIONS).map(([name, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${name}`, value]),
+  Object.entries(NATIVE_BUILD_OPTIONS).map(([name, value]) => [`${CMAKE_OPTION_PREFIX}${name}`, value]),
 );
 
 /** Whether `npm run build:engine-native` finished its build (a CPU build with exactly those options). */

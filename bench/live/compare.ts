@@ -14,7 +14,7 @@
 // calibration profiles one worker alone on an idle machine; on a CPU box the workers share
 // its cores with each other and with Node's own threads). Next to it, the same list on cards
 // that leave a part out, to show what each accounts for:
-//   gpu-style  one decode cost per step (full batches, as on a GPU), no state store;
+//   gpu-style  one decode pass per step for all sequences (full batches, one unified pass), no state store;
 //   store      + the state store (evicted slot contents saved to host memory and loaded back);
 //   cpu-alone  + a decode pass per run of consecutive busy slots, 1.6x one sequence's when it
 //              holds two or more (each worker as if alone on the machine);

@@ -2,7 +2,9 @@
 // and every descendant process (a llama-server worker under Radixgate), plus its main thread
 // alone (Radixgate's event loop: HTTP, the scheduler, per-token delivery). Taken around a
 // decode measurement it says how much CPU each output token cost the server, and what share
-// of the machine's cores nobody used while the tokens were being made.
+// of the cores neither the server nor the benchmark client used while the tokens were being
+// made (other processes on the machine count as idle there). The kernel counts CPU time in
+// 10 ms ticks: a main thread that spent a few ticks over a run is known to about one tick.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 
 /** Seconds per clock tick in /proc's stat files (USER_HZ, 100 on Linux). */

@@ -208,7 +208,7 @@ const median = (values: readonly number[]) => percentile(values, 50);
 interface DecodeCpu {
   serverMsPerToken: number;
   mainThreadMsPerToken: number;
-  /** 1 - (server + benchmark client CPU) / (wall x cores): the share of the machine nobody used. */
+  /** 1 - (server + benchmark client CPU) / (wall x cores): the share of the cores neither used (other processes count as idle). */
   idleShare: number;
 }
 
@@ -474,7 +474,8 @@ function markdown(): string {
     lines.push(
       "Read from /proc around each decode measurement above (medians over its repeats): the CPU ms each output token cost the server's whole process tree " +
         "(its threads, and a llama-server worker's process), of which its main thread (Radixgate's event loop: HTTP, scheduling, per-token delivery; llama-server's: its main loop), " +
-        `and the share of the ${cpus().length} cores that neither the server nor the benchmark client used meanwhile. llama.cpp's compute threads count in the server's CPU.`,
+        `and the share of the ${cpus().length} cores that neither the server nor the benchmark client used meanwhile (other processes count as idle; see the load average above). ` +
+        "llama.cpp's compute threads count in the server's CPU. CPU time comes in 10 ms ticks: a main thread's few ticks over a run are known to about 0.07 ms per token at one sequence.",
       "",
     );
     lines.push(`| arm | ${cpuKeys.join(" | ")} |`);

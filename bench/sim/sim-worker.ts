@@ -26,8 +26,10 @@ export interface WorkerSpec extends Pick<LocalSchedulerSettings, "chunkTokens" |
   /** The worker's state store of evicted slot contents (see simulator.ts's header); absent: none, only copied-in prefixes are kept. */
   spill?: SpillSpec;
   /**
-   * Decode cost of a step: "shared" (default, a GPU: one decodeBase per step) or
-   * "micro-batch" (a CPU worker: one pass per run of consecutive slots, see simulator.ts).
+   * Decode cost of a step: "shared" (default: one pass for all decoding sequences, as one
+   * unified KV cache would run them; the idealised cards) or "micro-batch" (one pass per run
+   * of consecutive busy slots, as node-llama-cpp's per-sequence KV streams run them: the
+   * worker Radixgate has, see simulator.ts).
    */
   decodeBatching?: "shared" | "micro-batch";
   /** "micro-batch": what a pass of two or more sequences costs, in decodeBase of one sequence alone (default 1). */
@@ -381,10 +383,13 @@ export class SimWorker {
     if (decoders.length === 0) return 0;
     const context = decoders.reduce((sum, d) => sum + d.context, 0);
     if (this.spec.decodeBatching !== "micro-batch") return this.truth.decodeMsPerToken(context);
-    const { decodeBase, decodePerContext } = this.spec.timeModel;
+    // One pass is the time model's own decode time; each further pass adds its decodeBase, and
+    // a pass of two or more sequences (multi - 1) x decodeBase on top.
+    const { decodeBase } = this.spec.timeModel;
     const multi = this.spec.multiSequencePassFactor ?? 1;
-    let ms = Math.max(0, decodePerContext * context);
-    for (const run of consecutiveRuns(decoders.map((d) => d.slot))) ms += run === 1 ? decodeBase : multi * decodeBase;
+    const runs = consecutiveRuns(decoders.map((d) => d.slot));
+    let ms = this.truth.decodeMsPerToken(context) + (runs.length - 1) * decodeBase;
+    for (const run of runs) if (run > 1) ms += (multi - 1) * decodeBase;
     return ms;
   }
 

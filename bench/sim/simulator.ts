@@ -10,14 +10,17 @@
 //   decoding request, then prefill chunks. Its duration comes from the card's time model:
 //       base + sum over prefill chunks of (prefillMs(chunk, context after it) - base)
 //     + decodeMsPerToken(sum of the decoding requests' contexts)   (when any decodes)
-//   i.e. one fixed cost per forward pass, the prefill terms of every chunk, and one decode
-//   pass whose weight reading (decodeBase) is shared by the batch while each sequence adds
-//   its attention reads (decodePerContext x its context). A CPU worker (`decodeBatching:
-//   "micro-batch"`) differs twice: llama.cpp evaluates the sequences of a step together only
-//   while their sequence ids (slots) are consecutive, so every run of consecutive busy slots is
-//   a pass of its own; and a CPU pass is compute-bound, so a pass of two or more sequences
-//   costs multiSequencePassFactor x decodeBase (1.6 measured on the `bench` model, where a
-//   third and fourth sequence add little to the second: hardware.ts).
+//     + decodeBase for each further decode pass (below)
+//   i.e. one fixed cost per forward pass, the prefill terms of every chunk, and the decode
+//   passes. On the idealised cards (`decodeBatching: "shared"`) there is one, whose weight
+//   reading (decodeBase) is shared by the batch while each sequence adds its attention reads
+//   (decodePerContext x its context). The cards of the worker Radixgate has (`"micro-batch"`)
+//   run one pass per run of consecutive busy slots: llama.cpp evaluates the sequences of a
+//   step together only while their sequence ids (slots) are consecutive, and each further pass
+//   adds a decodeBase. A GPU pass is bound by reading the weights, whatever the sequences in
+//   it; a CPU pass is compute-bound, so one of two or more sequences costs
+//   multiSequencePassFactor x decodeBase (1.6 measured with the prebuilt binary on the `bench`
+//   model, where a third and fourth sequence add little to the second: hardware.ts).
 // - A request's first token comes at the end of the step that finishes its prefill (TTFT),
 //   and each later step adds one token until it has its output (end-to-end latency).
 // - KV capacity per card, in tokens, one pool for every slot (no sharing between slots: as

@@ -196,18 +196,21 @@ describe("a worker's failures reach the host as typed errors", () => {
     async (isolation) => {
       // node-llama-cpp reads custom CMake options from the environment: no build was made with this one.
       const option = "NODE_LLAMA_CPP_CMAKE_OPTION_RADIXGATE_NEVER_BUILT";
+      const modelPath = await ensureModel("tiny");
+      let unbuilt: WorkerHandle | undefined;
       process.env[option] = "ON";
-      const unbuilt = new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: `unbuilt-${isolation}` }), {
-        isolation,
-        ...(isolation === "process" ? { env: { [option]: "ON" } } : {}),
-      });
-      delete process.env[option];
       try {
+        unbuilt = new WorkerHandle(workerInit(modelPath, { workerId: `unbuilt-${isolation}` }), {
+          isolation,
+          ...(isolation === "process" ? { env: { [option]: "ON" } } : {}),
+        });
+        delete process.env[option];
         const loading = unbuilt.start();
         await expect(loading).rejects.toThrow(/no llama\.cpp build made on this machine with RADIXGATE_NEVER_BUILT=ON/);
-        await expect(loading).rejects.toThrow(/npm run build:engine-native/);
+        await expect(loading).rejects.toThrow(/node-llama-cpp source download/);
       } finally {
-        await unbuilt.close().catch(() => undefined);
+        delete process.env[option];
+        await unbuilt?.close().catch(() => undefined);
       }
     },
   );

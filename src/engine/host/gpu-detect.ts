@@ -1,6 +1,7 @@
 // Which llama.cpp backend this machine really gives a worker, and which GPUs it sees, through
-// node-llama-cpp itself (the same `getLlama` call a worker makes), plus the environment that
-// pins a per-GPU worker process to one device.
+// node-llama-cpp itself (the `getLlama` call a worker makes; a worker also refuses the prebuilt
+// fallback when its environment asks for a local build, worker/llama-binary.ts, and then says
+// so when it loads), plus the environment that pins a per-GPU worker process to one device.
 //
 // Facts about node-llama-cpp 3.21.1 this relies on (read in its dist/ and llama/addon/):
 // - `getLlama({build: "never"})` uses a local build (`source download`/`source build`) that

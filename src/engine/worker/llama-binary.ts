@@ -4,9 +4,14 @@
 // local build made with exactly those options (`npm run build:engine-native` makes one for this
 // machine's CPU, `npm run start:native` asks for it). Every thread of a process must load the
 // same binary, so the choice is the process environment's, never a per-model setting.
+// (node-llama-cpp also turns a few GGML_* variables, such as GGML_CUDA, into custom options;
+// only the NODE_LLAMA_CPP_CMAKE_OPTION_ ones are checked here.)
 import { getLlama, type Llama, type LlamaOptions, NoBinaryFoundError } from "node-llama-cpp";
 
-const CMAKE_OPTION_PREFIX = "NODE_LLAMA_CPP_CMAKE_OPTION_";
+export const CMAKE_OPTION_PREFIX = "NODE_LLAMA_CPP_CMAKE_OPTION_";
+
+/** What `npm run build:engine-native` builds with (package.json): this CPU's instruction set, no OpenMP. */
+export const NATIVE_CPU_BUILD_OPTIONS: Readonly<Record<string, string>> = { GGML_NATIVE: "ON", GGML_OPENMP: "OFF" };
 
 /** The custom CMake options the environment asks node-llama-cpp's build for ("GGML_NATIVE=ON", ...). */
 export function requestedCmakeOptions(env: NodeJS.ProcessEnv = process.env): string[] {
@@ -14,6 +19,20 @@ export function requestedCmakeOptions(env: NodeJS.ProcessEnv = process.env): str
     .filter(([name, value]) => name.startsWith(CMAKE_OPTION_PREFIX) && value !== undefined)
     .map(([name, value]) => `${name.slice(CMAKE_OPTION_PREFIX.length)}=${value}`)
     .sort();
+}
+
+const asOptionList = (options: Readonly<Record<string, string>>) =>
+  Object.entries(options)
+    .map(([name, value]) => `${name}=${value}`)
+    .sort();
+
+/** What to run when the build the environment asks for is missing. */
+export function buildAdvice(asked: readonly string[]): string {
+  const native = asOptionList(NATIVE_CPU_BUILD_OPTIONS);
+  if (asked.length === native.length && asked.every((option, i) => option === native[i])) {
+    return "run `npm run build:engine-native` first (about 10 minutes on 2 cores)";
+  }
+  return "build it with those variables set (`npx --no node-llama-cpp source download --gpu false` for a CPU build, " + "or --gpu cuda / vulkan for a GPU one)";
 }
 
 /**
@@ -29,8 +48,7 @@ export async function loadLlama(options: LlamaOptions): Promise<Llama> {
     if (!(error instanceof NoBinaryFoundError) || asked.length === 0) throw error;
     throw new Error(
       `no llama.cpp build made on this machine with ${asked.join(", ")}, which the environment asks node-llama-cpp for ` +
-        `(${CMAKE_OPTION_PREFIX}* variables): run \`npm run build:engine-native\` first (GGML_NATIVE=ON, GGML_OPENMP=OFF; ` +
-        "about 10 minutes on 2 cores), or start without those variables to use the prebuilt binary (`npm start`)",
+        `(${CMAKE_OPTION_PREFIX}* variables): ${buildAdvice(asked)}, or start without those variables to use the prebuilt binary (\`npm start\`)`,
     );
   }
 }
