@@ -16,14 +16,14 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { getLlama, LlamaLogLevel, type Token } from "node-llama-cpp";
-import { BatchGate } from "../src/engine/worker/batch-gate.js";
-import { attachComputePool } from "../src/engine/worker/compute-pool.js";
-import { type BatchStats, countBatch, shareBatch } from "../src/scheduler/batch-priority.js";
+import { LlamaLogLevel, type Token } from "node-llama-cpp";
+import { createBatchedContext } from "../src/engine/worker/batched-context.js";
+import { loadLlama } from "../src/engine/worker/llama-binary.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-settings.js";
 import { ensureModel } from "../src/presets/make-model.js";
 import { runIdentity } from "./git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "./native-build.js";
+import { percentile } from "./soak/stats.js";
 
 const { values } = parseArgs({
   options: {
@@ -47,28 +47,23 @@ interface Measured {
 }
 
 async function child(threads: number): Promise<Measured> {
-  const llama = await getLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.warn });
+  // loadLlama: a child asked for the build made here never falls back to the prebuilt binary.
+  const llama = await loadLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.warn });
   const model = await llama.loadModel({ modelPath: await ensureModel("bench") });
-  const gate = new BatchGate();
-  const stats: BatchStats = { steps: 0, decodeTokens: 0, prefillTokens: 0 };
-  const context = await model.createContext({
-    sequences: SLOTS,
+  const {
+    context,
+    sequences,
+    gate,
+    batches: stats,
+    computePool: pool,
+  } = await createBatchedContext(model, {
+    slots: SLOTS,
     contextSize: 4096,
     batchSize: 512,
     threads,
     flashAttention: "auto",
-    batching: {
-      dispatchSchedule: gate.schedule,
-      itemPrioritizationStrategy: ({ items, size }) => {
-        gate.batchStarted();
-        const shares = shareBatch(items, size, LOCAL_SCHEDULER_DEFAULTS.chunkTokens);
-        countBatch(stats, shares);
-        return shares;
-      },
-    },
+    chunkTokens: () => LOCAL_SCHEDULER_DEFAULTS.chunkTokens,
   });
-  const pool = attachComputePool(context, threads);
-  const sequences = Array.from({ length: SLOTS }, () => context.getSequence());
   const result: Measured = { binary: llama.buildType, threads, computePool: pool.kind, placements: {} };
   for (let repeat = 0; repeat < REPEATS; repeat++) {
     for (const slots of PLACEMENTS) {
@@ -103,7 +98,7 @@ if (values.child !== undefined) {
   process.exit(0);
 }
 
-const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const median = (xs: readonly number[]) => percentile(xs, 50);
 const started = Date.now();
 const loadAtStart = loadavg()[0]!;
 const builds: { name: string; env: Record<string, string> }[] = [

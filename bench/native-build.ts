@@ -11,10 +11,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS } from "../src/engine/worker/llama-binary.js";
 
-const NATIVE_BUILD_OPTIONS = NATIVE_CPU_BUILD_OPTIONS;
-
 export const NATIVE_BUILD_ENV: Readonly<Record<string, string>> = Object.fromEntries(
-  Object.entries(NATIVE_BUILD_OPTIONS).map(([name, value]) => [`${CMAKE_OPTION_PREFIX}${name}`, value]),
+  Object.entries(NATIVE_CPU_BUILD_OPTIONS).map(([name, value]) => [`${CMAKE_OPTION_PREFIX}${name}`, value]),
 );
 
 /** Whether `npm run build:engine-native` finished its build (a CPU build with exactly those options). */
@@ -28,8 +26,8 @@ export function nativeBuildPresent(): boolean {
     const options = buildOptions?.customCmakeOptions ?? {};
     return (
       buildOptions?.gpu === false &&
-      Object.keys(options).length === Object.keys(NATIVE_BUILD_OPTIONS).length &&
-      Object.entries(NATIVE_BUILD_OPTIONS).every(([name, value]) => options[name] === value)
+      Object.keys(options).length === Object.keys(NATIVE_CPU_BUILD_OPTIONS).length &&
+      Object.entries(NATIVE_CPU_BUILD_OPTIONS).every(([name, value]) => options[name] === value)
     );
   });
 }

@@ -26,6 +26,7 @@ import { runIdentity } from "../git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../native-build.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
 import { type ProcessCpu, processCpu } from "./process-cpu.js";
+import { percentile } from "../soak/stats.js";
 import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
 
 const { values } = parseArgs({
@@ -159,11 +160,6 @@ async function start(arm: ArmSpec, modelPath: string, binary: string): Promise<R
   return { target: { baseURL: server.baseURL, model: "bench" }, pid: server.pid, close: () => server.close() };
 }
 
-const percentile = (values: readonly number[], p: number) => {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-};
 const meanOf = (values: readonly number[]) => (values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length);
 
 interface Summary {
@@ -308,8 +304,7 @@ try {
           const clientBefore = process.cpuUsage();
           const decode = await decodeThroughput(server.target, options, count, DECODE_TOKENS, stream);
           const client = process.cpuUsage(clientBefore);
-          const tokens = decode.samples.reduce((sum, sample) => sum + sample.completionTokens, 0);
-          const cpu = decodeCpuOf(cpuBefore, processCpu(server.pid), (client.user + client.system) / 1e6, tokens, decode.wallS);
+          const cpu = decodeCpuOf(cpuBefore, processCpu(server.pid), (client.user + client.system) / 1e6, decode.tokens, decode.wallS);
           const result = results.get(arm.name)!;
           if (cpu) (result.decodeCpu[`${stream ? "streamed" : "whole"} x${count}`] ??= []).push(cpu);
           const entry = ((stream ? result.decode : result.decodeWhole)[`${count}`] ??= { tokensPerS: Number.NaN, repeats: [] });

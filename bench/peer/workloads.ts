@@ -166,7 +166,7 @@ export async function decodeThroughput(target: Target, options: WorkloadOptions,
   );
   const wallS = (performance.now() - startedAt) / 1000;
   const tokens = samples.reduce((sum, sample) => sum + sample.completionTokens, 0);
-  return { samples, wallS, tokensPerS: tokens / wallS };
+  return { samples, wallS, tokens, tokensPerS: tokens / wallS };
 }
 
 /** Agents side by side (1 = the sequential agent), each sending its turns one after another. */

@@ -16,7 +16,7 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { commonPrefixLength } from "../../common/tokens.js";
-import { countBatch, evaluationPriorityOf, shareBatch, type BatchStats } from "../../scheduler/batch-priority.js";
+import { evaluationPriorityOf, type BatchStats } from "../../scheduler/batch-priority.js";
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import {
   MIN_RESTORE_GAIN,
@@ -37,8 +37,9 @@ import {
 import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
-import { BatchGate } from "./batch-gate.js";
-import { attachComputePool, type ComputePool } from "./compute-pool.js";
+import { createBatchedContext } from "./batched-context.js";
+import type { BatchGate } from "./batch-gate.js";
+import type { ComputePool } from "./compute-pool.js";
 import { GrammarRefusedError, grammarFor } from "./grammars.js";
 import { loadLlama } from "./llama-binary.js";
 import { LogprobRecorder } from "./logprobs.js";
@@ -87,30 +88,15 @@ export class SlotEngine {
       logLevel: LlamaLogLevel.warn,
     });
     const model = await llama.loadModel({ modelPath: init.modelPath, gpuLayers: init.gpu === false ? 0 : "auto" });
-    const gate = new BatchGate();
-    const batches: BatchStats = { steps: 0, decodeTokens: 0, prefillTokens: 0 };
-    const context = await model.createContext({
-      sequences: init.slots,
+    const { context, sequences, gate, batches, computePool } = await createBatchedContext(model, {
+      slots: init.slots,
       contextSize: init.contextSize,
       batchSize: init.batchSize,
       threads: init.threads,
       flashAttention: init.flashAttention ?? "auto",
-      batching: {
-        // Every generating sequence's next token in one step (batch-gate.ts).
-        dispatchSchedule: gate.schedule,
-        // Decode tokens first, then the prefill budget by priority group (batch-priority.ts).
-        itemPrioritizationStrategy: ({ items, size }) => {
-          gate.batchStarted();
-          const shares = shareBatch(items, size, init.local.chunkTokens);
-          countBatch(batches, shares);
-          return shares;
-        },
-      },
+      // configure() replaces init.local on a live change: read at every batch.
+      chunkTokens: () => init.local.chunkTokens,
     });
-    // Before the context computes anything: its threads for as long as it lives (compute-pool.ts).
-    const computePool = attachComputePool(context, init.threads);
-    // Created once, in order: sequence i is slot i (and llama.cpp's sequence id i).
-    const sequences = Array.from({ length: init.slots }, () => context.getSequence());
     const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
     const fingerprint = await modelFingerprint(init.modelPath);
     const store = new StateStore(

@@ -1,0 +1,55 @@
+// A worker's llama.cpp context as the worker drives it: one sequence per slot, every decode
+// step gated until each generating sequence has queued its token (batch-gate.ts), each batch
+// shared out by the local scheduler's rule (decode tokens first, then the prefill budget by
+// priority group: batch-priority.ts), and a compute thread pool for as long as the context
+// lives (compute-pool.ts). The worker and `npm run bench:engine-loop` both build it here.
+import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
+import { type BatchStats, countBatch, shareBatch } from "../../scheduler/batch-priority.js";
+import { BatchGate } from "./batch-gate.js";
+import { attachComputePool, type ComputePool } from "./compute-pool.js";
+
+export interface BatchedContextOptions {
+  slots: number;
+  contextSize: number;
+  batchSize: number;
+  threads: number;
+  flashAttention: boolean | "auto";
+  /** The prefill chunk per step, read at every batch (a live config change applies at once). */
+  chunkTokens: () => number;
+}
+
+export interface BatchedContext {
+  context: LlamaContext;
+  /** Sequence i is slot i (and llama.cpp's sequence id i). */
+  sequences: LlamaContextSequence[];
+  gate: BatchGate;
+  /** Steps and tokens the context has evaluated, counted batch by batch. */
+  batches: BatchStats;
+  computePool: ComputePool;
+}
+
+export async function createBatchedContext(model: LlamaModel, options: BatchedContextOptions): Promise<BatchedContext> {
+  const gate = new BatchGate();
+  const batches: BatchStats = { steps: 0, decodeTokens: 0, prefillTokens: 0 };
+  const context = await model.createContext({
+    sequences: options.slots,
+    contextSize: options.contextSize,
+    batchSize: options.batchSize,
+    threads: options.threads,
+    flashAttention: options.flashAttention,
+    batching: {
+      dispatchSchedule: gate.schedule,
+      itemPrioritizationStrategy: ({ items, size }) => {
+        gate.batchStarted();
+        const shares = shareBatch(items, size, options.chunkTokens());
+        countBatch(batches, shares);
+        return shares;
+      },
+    },
+  });
+  // Before the context computes anything: its threads for as long as it lives.
+  const computePool = attachComputePool(context, options.threads);
+  // Created once, in order: node-llama-cpp numbers sequences from 0 as they are created.
+  const sequences = Array.from({ length: options.slots }, () => context.getSequence());
+  return { context, sequences, gate, batches, computePool };
+}
