@@ -1,20 +1,10 @@
-// Cold vs warm TTFT of one long prompt on one idle worker of the `bench` model
-// (the cache probed directly: the same long prompt twice on an idle worker).
-//
-//   npm run bench:cold-warm [-- --lengths 1000,4000 --repeats 3]
-//
-// For each prompt length and repeat: a salted prompt (unique first line, so nothing is
-// cached), sent cold, then the same prompt again (warm), then the next turn of that
-// conversation (warm turn). TTFT is measured by the client: request sent -> first content
-// chunk of the stream. Results go to bench/results/cold-warm.{json,md}.
-import { execSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import OpenAI from "openai";
 import { parseConfig } from "../src/config/load-config.js";
 import { createRadixgate } from "../src/radixgate.js";
+import { gitCommit, machineDescription } from "./git-commit.js";
 import { timedRequest, type Message } from "./live/live-bench.js";
 
 const { values } = parseArgs({
@@ -87,8 +77,8 @@ try {
   await radixgate.close();
 }
 
-const commit = execSync("git rev-parse --short HEAD").toString().trim();
-const machine = `${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
+const commit = gitCommit();
+const machine = machineDescription();
 const command = `npm run bench:cold-warm -- --lengths ${lengths.join(",")} --repeats ${repeats} --threads ${threads}`;
 const result = {
   date: new Date().toISOString(),

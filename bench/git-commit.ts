@@ -19,13 +19,13 @@ export function gitCommit(watched: readonly string[] = ["src", "bench"]): string
   }
 }
 
+/** The machine, as every report names it: CPU model x logical cores, memory. */
+export function machineDescription(): string {
+  const cpu = cpus();
+  return `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
+}
+
 /** What a benchmark's report names first: when, on which commit, machine and Node it ran. */
 export function runIdentity(watched?: readonly string[]): { date: string; commit: string; machine: string; node: string } {
-  const cpu = cpus();
-  return {
-    date: new Date().toISOString(),
-    commit: gitCommit(watched),
-    machine: `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
-    node: process.version,
-  };
+  return { date: new Date().toISOString(), commit: gitCommit(watched), machine: machineDescription(), node: process.version };
 }

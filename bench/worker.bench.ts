@@ -19,12 +19,12 @@
 //
 // Results go to bench/results/worker.{json,md}.
 import { mkdtemp, rm } from "node:fs/promises";
-import { cpus, loadavg, totalmem } from "node:os";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { ensureModel } from "../src/presets/make-model.js";
-import { gitCommit } from "./git-commit.js";
+import { gitCommit, machineDescription } from "./git-commit.js";
 import { mulberry32 } from "../src/common/random.js";
 import { WorkerHandle } from "../src/engine/host/worker-handle.js";
 import { PromptPreparer } from "../src/engine/host/prompt-preparer.js";
@@ -391,8 +391,7 @@ const cpuUsed = process.cpuUsage(cpuAtStart);
 const cpuSeconds = (cpuUsed.user + cpuUsed.system) / 1e6;
 const contention = { loadAverage1mAtStart: loadAtStart, loadAverage1mAtEnd: loadavg()[0]!, cpuSeconds, wallSeconds, cpuOverWall: cpuSeconds / wallSeconds };
 const commit = gitCommit(["src", "bench", "patches", "package-lock.json"]);
-const cpu = cpus();
-const machine = `${cpu[0]?.model ?? "cpu"} x ${cpu.length}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
+const machine = machineDescription();
 const command = `npx tsx bench/worker.bench.ts --lengths ${lengths.join(",")} --repeats ${repeats} --seed ${seed} --parts ${[...parts].join(",")}`;
 
 const part1Rows = part1.map((row) => ({

@@ -1,9 +1,7 @@
-// npm run bench:live [-- --preset bench --workers 2 --arms pinned,spread,shape,preble,cache-aware,dynamo,llm-d,affinity]
-// Writes bench/results/live.{json,md}. See live-bench.ts for what is measured.
-import { execSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, totalmem } from "node:os";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { gitCommit, machineDescription } from "../git-commit.js";
 import { mean, median, runLiveBench, type ArmResult, type LiveOptions } from "./live-bench.js";
 
 const { values } = parseArgs({
@@ -66,8 +64,8 @@ const verdicts = rows
   }))
   .map((v) => ({ ...v, both: v.warmVsPinned <= BAR && v.burstVsSpread <= BAR }));
 
-const commit = execSync("git rev-parse --short HEAD").toString().trim();
-const machine = `${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg()[0]!.toFixed(2)}`;
+const commit = gitCommit();
+const machine = `${machineDescription()}, load ${loadavg()[0]!.toFixed(2)}`;
 const command = `npm run bench:live -- ${process.argv.slice(2).join(" ")}`.trim();
 mkdirSync("bench/results", { recursive: true });
 writeFileSync(

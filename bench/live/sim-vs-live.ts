@@ -10,10 +10,10 @@
 // effect; "two workers busy" measures the host's contention that the prediction's card
 // carries (--skip-probes leaves them out, and the card without contention; --live-from keeps
 // the recorded ones).
-import { gitCommit } from "../git-commit.js";
+import { gitCommit, machineDescription } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, totalmem } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -114,7 +114,7 @@ const arms = values.arms
 const progress = (line: string) => process.stderr.write(`[sim-vs-live] ${line}\n`);
 const replay = toolbenchReplay(workload);
 const started = performance.now();
-const machineAtStart = `${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load ${loadavg()[0]!.toFixed(2)} at the start`;
+const machineAtStart = `${machineDescription()}, load ${loadavg()[0]!.toFixed(2)} at the start`;
 progress(
   `${replay.length} requests over ${(replay[replay.length - 1]!.arrivalMs / 1000).toFixed(1)} s, ${arms.length} arms, ${machineAtStart}, seed ${seed}, salt ${salt}`,
 );

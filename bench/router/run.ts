@@ -12,11 +12,11 @@
 //   npm run bench:router -- [--sessions 6] [--results router]
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { stringify as stringifyYaml } from "yaml";
-import { gitCommit } from "../git-commit.js";
+import { gitCommit, machineDescription } from "../git-commit.js";
 import { sseData } from "../sse.js";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -170,7 +170,7 @@ const lines = [
   "",
   `Commit ${commit}. Date ${new Date().toISOString()}. Command: \`npm run bench:router -- ${process.argv.slice(2).join(" ")}\`. Wall ${((performance.now() - began) / 60_000).toFixed(1)} min.`,
   "",
-  `Machine: ${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB; load average ${loadAtStart.map((l) => l.toFixed(2)).join(" / ")} at the start, ${loadavg()
+  `Machine: ${machineDescription()}; load average ${loadAtStart.map((l) => l.toFixed(2)).join(" / ")} at the start, ${loadavg()
     .map((l) => l.toFixed(2))
     .join(
       " / ",

@@ -21,7 +21,7 @@
 // (warm-up included: chosen worker and reason, in order) and of the priced costs, so two
 // versions of the scheduler can be shown to decide identically for the same seed and salt;
 // --dump-decisions DIR writes them one per line (DIR/<workload>-<policy>.txt) for a diff.
-import { execFileSync, fork } from "node:child_process";
+import { fork } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -33,6 +33,7 @@ import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js
 import { MOONCAKE_CONVERSATION_TRACE, mooncakeRequests, readMooncakeTrace } from "../workloads/mooncake.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
 import { TOOLBENCH_ZIPF_DEFAULTS, toolbenchZipf } from "../workloads/toolbench-zipf.js";
+import { gitCommit, machineDescription } from "../git-commit.js";
 
 const MODEL = "mistral-7b";
 const WORKERS = 8;
@@ -472,17 +473,6 @@ function runChild(args: Args, policy: PolicyArm, workload: WorkloadName): Promis
   });
 }
 
-function gitCommit(): string {
-  try {
-    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
-    // Tracked files the measured code is built from, changed since the commit.
-    const changed = execFileSync("git", ["diff", "--name-only", "HEAD", "--", "src/scheduler", "src/common"], { encoding: "utf8" }).trim();
-    return changed === "" ? commit : `${commit} + uncommitted changes to ${changed.split("\n").join(", ")}`;
-  } catch {
-    return "unknown";
-  }
-}
-
 const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const pct = (value: number) => (value > 0 && value < 0.0001 ? "<0.01%" : `${(value * 100).toFixed(value > 0 && value < 0.01 ? 2 : 1)}%`);
 
@@ -646,8 +636,7 @@ async function main(): Promise<void> {
     return;
   }
   const started = performance.now();
-  const cpus = os.cpus();
-  const machine = `${cpus[0]?.model ?? "unknown CPU"} x ${cpus.length}`;
+  const machine = machineDescription();
   const command = commandLine();
   console.log(`scheduler bench: ${machine}, Node ${process.version}, seed ${args.seed}, salt ${args.salt}${args.quick ? ", quick" : ""}`);
   console.log(
@@ -674,10 +663,10 @@ async function main(): Promise<void> {
     benchmark: "scheduler",
     date: new Date().toISOString(),
     machine,
-    cpuModel: cpus[0]?.model ?? "unknown",
-    cpuCount: cpus.length,
+    cpuModel: os.cpus()[0]?.model ?? "unknown",
+    cpuCount: os.cpus().length,
     node: process.version,
-    commit: gitCommit(),
+    commit: gitCommit(["src/scheduler", "src/common", "bench/scheduler", "bench/workloads"]),
     command,
     seed: args.seed,
     salt: args.salt,

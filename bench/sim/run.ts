@@ -29,10 +29,9 @@
 // engines (instead of --workers) behind --routers routers, with the network's one-way latency
 // and each machine's link bandwidth; --no-host-copies: routers never copy prefixes between
 // engines (as the real routers do with remote engines today). GPU cards only.
-import { gitCommit } from "../git-commit.js";
+import { gitCommit, machineDescription } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import os from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isPolicyName, POLICY_NAMES } from "../../src/scheduler/registry.js";
@@ -272,8 +271,7 @@ async function main(): Promise<void> {
   // Read before the run, so that a bad file stops it at once.
   const baseline = args.baseline === undefined ? undefined : readBaseline(args.baseline);
   const started = performance.now();
-  const cpus = os.cpus();
-  const machine = `${cpus[0]?.model ?? "unknown CPU"} x ${cpus.length}`;
+  const machine = machineDescription();
   const maxLoad = Math.max(...args.loads);
   // Every card first, so that an override that does not fit stops the run before any arm
   // (with --context-size fit, each workload's card is made with its first sample).
