@@ -1,7 +1,8 @@
 // Decision speed of the REAL global scheduler (GlobalScheduler + createPolicy, no copy of
 // any policy logic) on a warm tree of over 1M tokens, driven the way the server drives it:
 // for each request `place` (timed on its own), then the worker's `slot-holds` report for a
-// rotating slot, then `complete` for the requests that fall out of the in-flight window.
+// rotating slot and its first token, then `complete` for the requests that fall out of the
+// in-flight window.
 //
 //   node --expose-gc --import tsx bench/scheduler/scheduler.bench.ts [--seed N] [--salt N] [--quick] [--dump-decisions DIR]
 //
@@ -280,6 +281,8 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     const ttftMs = scheduler.timeModel(ticket.workerId)!.prefillMs(n - hit, n) * (1 + inFlightOn[w]!);
     const t2 = process.hrtime.bigint();
     ticket.started(slot);
+    // The bench keeps no clock for prefills: each is over once its slot takes it.
+    ticket.firstToken();
     inFlight.push({ ticket, hit, ttftMs, outputTokens: request.outputTokens });
     inFlightOn[w]!++;
     while (inFlight.length - inFlightHead > maxInFlight) completeOldest();

@@ -100,6 +100,8 @@ export interface WorkerHost {
   readonly now: number;
   /** A slot took the job's request: it holds the request's prompt from now on (the ticket's report). */
   slotTaken(worker: SimWorker, job: Job, slot: number): void;
+  /** The job's first token came: its prefill is over (the ticket's report). */
+  firstToken(worker: SimWorker, job: Job): void;
   /** A slot lost what it held for room (`slot-holds` of nothing, as a real worker reports it). */
   slotEmptied(worker: SimWorker, slot: number): void;
   readonly workers: readonly SimWorker[];
@@ -437,6 +439,7 @@ export class SimWorker {
         if (job.prefillLeft === 0 && job.generated === 0) {
           job.firstTokenMs = now;
           job.generated = 1;
+          this.sim.firstToken(this, job);
           if (job.generated >= job.outputTokens) finished.push(job);
         }
       } else {

@@ -417,6 +417,12 @@ class Simulation implements WorkerHost {
     });
   }
 
+  firstToken(_worker: SimWorker, job: Job): void {
+    // The router that placed it hears of it from the engine's stream, a hop later.
+    if (!this.network) job.ticket.firstToken();
+    else this.at(this.now + this.hop, () => job.ticket.firstToken());
+  }
+
   slotEmptied(worker: SimWorker, slot: number): void {
     const report = () => {
       for (const scheduler of this.schedulers) scheduler.applyCacheEvent({ type: "slot-holds", workerId: worker.id, slot, tokens: [] });

@@ -60,6 +60,20 @@ export function countBatch(stats: BatchStats, shares: readonly BatchShare<Pendin
   }
 }
 
+/** The evaluation priorities a batch orders prefills by (node-llama-cpp's 1..5). */
+export const BATCH_PRIORITIES = 5;
+
+/**
+ * Where a prompt that finds `cachedTokens` of its `promptTokens` cached on a worker stands in
+ * that worker's prefill order: 0..BATCH_PRIORITIES-1, higher first. With the default ten
+ * priority groups (group = ceil(hit x 10) - 1) folded onto the five evaluation priorities,
+ * that is ceil(hit x 5) - 1, and 0 for no hit.
+ */
+export function prefillRankOfHit(cachedTokens: number, promptTokens: number): number {
+  if (!(promptTokens > 0) || !(cachedTokens > 0)) return 0;
+  return Math.min(BATCH_PRIORITIES - 1, Math.max(0, Math.ceil((cachedTokens / promptTokens) * BATCH_PRIORITIES) - 1));
+}
+
 /** Priority group 0..P-1 -> node-llama-cpp's evaluation priority 1..5. */
 export function evaluationPriorityOf(group: number, priorityGroups: number): 1 | 2 | 3 | 4 | 5 {
   return (1 + Math.min(4, Math.floor((group * 5) / priorityGroups))) as 1 | 2 | 3 | 4 | 5;

@@ -6,6 +6,7 @@
 // Pure: no I/O, the clock is injected, so the server, the unit tests and the simulator run
 // this same code.
 import { GENERATION_DEFAULTS } from "../common/generation-settings.js";
+import { BATCH_PRIORITIES, prefillRankOfHit } from "./batch-priority.js";
 import { GLOBAL_SCHEDULER_DEFAULTS, type GlobalSchedulerSettings } from "./global-scheduler-settings.js";
 import { isAliveFor } from "./placement/alive.js";
 import { hasRoom, lentPlaces } from "./placement/capacity.js";
@@ -46,11 +47,13 @@ interface WorkerState extends FleetWorker {
   /** Placements on it not reported by a slot yet, by prompt array: the report of that same
    *  array then starts from the placement's path in the tree instead of walking the tokens. */
   unreported: UnreportedPlacements;
-  /** Prompt tokens of its requests in flight; and of those no slot has taken yet, the tokens still to evaluate. */
+  /** Prompt tokens of its requests in flight. */
   activeTokens: number;
   /** Requests on it that other routers placed, as its own reports say (remote engines shared by several routers). */
   othersInFlight: number;
-  waitingPrefillTokens: number;
+  /** Uncached prompt tokens of its requests whose first token has not come (waiting or in prefill), in all and by prefill rank. */
+  pendingPrefillTokens: number;
+  pendingPrefillByRank: Float64Array;
 }
 
 interface ModelState {
@@ -138,10 +141,7 @@ export class GlobalScheduler {
     slotHolds: (workerId, slot, tokens) => this.applyCacheEvent({ type: "slot-holds", workerId, slot, tokens }),
     release: (ticket, outcome) => this.release(ticket, outcome),
     workerDown: (workerId) => this.setAlive(workerId, false),
-    prefillStarted: (ticket) => {
-      const worker = this.workers.get(ticket.workerId);
-      if (worker) worker.waitingPrefillTokens = Math.max(0, worker.waitingPrefillTokens - ticket.uncachedTokens);
-    },
+    prefillDone: (ticket) => this.prefillDone(ticket),
   };
 
   constructor(
@@ -172,7 +172,8 @@ export class GlobalScheduler {
       inFlight: 0,
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
-      waitingPrefillTokens: 0,
+      pendingPrefillTokens: 0,
+      pendingPrefillByRank: new Float64Array(BATCH_PRIORITIES),
       othersInFlight: 0,
       view: {
         id: spec.id,
@@ -184,7 +185,8 @@ export class GlobalScheduler {
         kvTokens: 0,
         kvCapacityTokens: spec.capacityTokens,
         activeTokens: 0,
-        waitingPrefillTokens: 0,
+        pendingPrefillTokens: 0,
+        pendingPrefillByRank: new Float64Array(BATCH_PRIORITIES),
       },
       unreported: new UnreportedPlacements(),
     });
@@ -264,7 +266,8 @@ export class GlobalScheduler {
       if (worker.account.dropped) worker.account = model.tree.account(worker.spec.id);
       view.kvTokens = worker.account.used;
       view.activeTokens = worker.activeTokens;
-      view.waitingPrefillTokens = worker.waitingPrefillTokens;
+      view.pendingPrefillTokens = worker.pendingPrefillTokens;
+      view.pendingPrefillByRank = worker.pendingPrefillByRank;
       candidates.push(view);
     }
     return candidates;
@@ -288,7 +291,7 @@ export class GlobalScheduler {
     if (worker) {
       worker.inFlight = Math.max(0, worker.inFlight - 1);
       worker.activeTokens = Math.max(0, worker.activeTokens - ticket.request.tokens.length);
-      if (!ticket.hasStarted) worker.waitingPrefillTokens = Math.max(0, worker.waitingPrefillTokens - ticket.uncachedTokens);
+      if (!ticket.hasFirstToken) this.prefillDone(ticket);
       if (outcome.ok) {
         const extend = outcome.promptTokens - outcome.cachedTokens;
         if (outcome.prefillMs !== undefined && extend > 0) worker.spec.timeModel.observePrefill(extend, outcome.promptTokens, outcome.prefillMs);
@@ -298,6 +301,16 @@ export class GlobalScheduler {
       }
     }
     if (outcome.ok) model?.outputs.push(outcome.completionTokens);
+  }
+
+  /** The request's prefill no longer loads its worker (its first token came, or it ended without one). */
+  private prefillDone(ticket: PlacementTicket): void {
+    const worker = this.workers.get(ticket.workerId);
+    if (!worker) return;
+    const n = ticket.request.tokens.length;
+    const rank = prefillRankOfHit(n - ticket.uncachedTokens, n);
+    worker.pendingPrefillTokens = Math.max(0, worker.pendingPrefillTokens - ticket.uncachedTokens);
+    worker.pendingPrefillByRank[rank] = Math.max(0, worker.pendingPrefillByRank[rank]! - ticket.uncachedTokens);
   }
 
   /**
@@ -369,7 +382,8 @@ export class GlobalScheduler {
       kvTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),
       kvCapacityTokens: worker.spec.capacityTokens,
       activeTokens: worker.activeTokens,
-      waitingPrefillTokens: worker.waitingPrefillTokens,
+      pendingPrefillTokens: worker.pendingPrefillTokens,
+      pendingPrefillByRank: Float64Array.from(worker.pendingPrefillByRank),
     }));
   }
 
@@ -427,7 +441,8 @@ export class GlobalScheduler {
     const worker = this.workers.get(placement.workerId)!;
     worker.inFlight++;
     worker.activeTokens += request.tokens.length;
-    worker.waitingPrefillTokens += request.tokens.length - held;
+    worker.pendingPrefillTokens += request.tokens.length - held;
+    worker.pendingPrefillByRank[prefillRankOfHit(held, request.tokens.length)]! += request.tokens.length - held;
     worker.prefillWindow.add(now, worker.spec.timeModel.prefillMs(request.tokens.length - held, request.tokens.length));
     // In flight (records hit or miss per node), then the estimate: the worker will hold the
     // prompt once it runs, so concurrent requests of the same prefix see it now. One walk,

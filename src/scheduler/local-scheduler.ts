@@ -134,11 +134,10 @@ export class LocalScheduler {
     return best;
   }
 
-  /** Preble's group: ceil(hit x P) - 1, and 0 for no hit. */
+  /** Preble's group of a waiting request (groupOfHit). */
   groupOf(tokens: TokenIds): number {
     if (tokens.length === 0) return 0;
-    const hit = this.cachedPrefix(tokens) / tokens.length;
-    return hit <= 0 ? 0 : Math.min(this.options.priorityGroups - 1, Math.ceil(hit * this.options.priorityGroups) - 1);
+    return groupOfHit(this.cachedPrefix(tokens) / tokens.length, this.options.priorityGroups);
   }
 
   /**
@@ -237,4 +236,9 @@ export class LocalScheduler {
   private runsAddedBy(slot: number): number {
     return 1 - (this.busy[slot - 1] ? 1 : 0) - (this.busy[slot + 1] ? 1 : 0);
   }
+}
+
+/** Preble's priority group of a request with hit ratio `hit` among `groups`: ceil(hit x P) - 1, and 0 for no hit. */
+export function groupOfHit(hit: number, groups: number): number {
+  return hit <= 0 ? 0 : Math.min(groups - 1, Math.ceil(hit * groups) - 1);
 }

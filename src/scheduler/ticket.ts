@@ -1,5 +1,5 @@
-// A placed request's life as the scheduler sees it: placed -> started in a slot -> finished,
-// or lost with its worker. Serving, the simulator, the benchmarks and the tests all drive a
+// A placed request's life as the scheduler sees it: placed -> started in a slot -> first
+// token -> finished, or lost with its worker. Serving, the simulator, the benchmarks and the tests all drive a
 // request through this one object instead of re-writing the sequence of scheduler calls.
 import type { TokenIds } from "../common/tokens.js";
 import type { InFlightHandle } from "./radix/types.js";
@@ -25,12 +25,13 @@ export interface TicketBook {
   release(ticket: PlacementTicket, outcome: FinishedRequest): void;
   /** The worker is down: never chosen, its cache forgotten, until it is back. */
   workerDown(workerId: string): void;
-  /** A slot took the request: its prefill is no longer waiting on the worker. */
-  prefillStarted(ticket: PlacementTicket): void;
+  /** The request's first token came: its prefill no longer loads the worker. */
+  prefillDone(ticket: PlacementTicket): void;
 }
 
 export class PlacementTicket {
   private slot: number | undefined;
+  private prefilled = false;
   private done = false;
   private lost = false;
 
@@ -46,18 +47,28 @@ export class PlacementTicket {
     readonly uncachedTokens: number,
   ) {}
 
-  /** Whether a slot has taken the request (its prefill is no longer waiting). */
+  /** Whether a slot has taken the request. */
   get hasStarted(): boolean {
     return this.slot !== undefined;
+  }
+
+  /** Whether the request's first token came (its prefill is over). */
+  get hasFirstToken(): boolean {
+    return this.prefilled;
   }
 
   /** The worker put the request in `slot`: the slot holds its prompt from now on. */
   started(slot: number): void {
     if (this.done || this.lost) return;
-    const first = this.slot === undefined;
     this.slot = slot;
-    if (first) this.book.prefillStarted(this);
     this.book.slotHolds(this.workerId, slot, this.request.tokens);
+  }
+
+  /** The request's first token came: its prefill is over. Once; later calls do nothing. */
+  firstToken(): void {
+    if (this.done || this.lost || this.prefilled) return;
+    this.prefilled = true;
+    this.book.prefillDone(this);
   }
 
   /**

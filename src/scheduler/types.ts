@@ -21,8 +21,12 @@ export interface WorkerView {
   kvCapacityTokens: number;
   /** Prompt tokens of the requests in flight on it (running or waiting). */
   activeTokens: number;
-  /** Prompt tokens still to evaluate of the requests placed on it that no slot has taken yet. */
-  waitingPrefillTokens: number;
+  /** Prompt tokens still to evaluate of the requests placed on it whose first token has not
+   *  come: waiting for a slot, or in their prefill. */
+  pendingPrefillTokens: number;
+  /** The same tokens by where they stand in the worker's prefill order (batch-priority.ts,
+   *  prefillRankOfHit: index = rank, higher ranks are evaluated first). */
+  pendingPrefillByRank: ArrayLike<number>;
 }
 
 export interface PlacementRequest {

@@ -124,7 +124,11 @@ export class Dispatcher {
             hooks.onStarted?.({ workerId: ticket.workerId, slot: event.slot, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
           },
           onText: (text, logprobs) => {
-            ttftMs ??= now() - placedAt;
+            if (ttftMs === undefined) {
+              ttftMs = now() - placedAt;
+              // Its prefill is over: the worker no longer has it ahead of new requests.
+              ticket.firstToken();
+            }
             if (job.streamed) delivered = true;
             hooks.onText?.(text, logprobs);
           },

@@ -28,7 +28,8 @@ const view = (overrides: Partial<WorkerView>): WorkerView => ({
   kvTokens: 0,
   kvCapacityTokens: 1000,
   activeTokens: 0,
-  waitingPrefillTokens: 0,
+  pendingPrefillTokens: 0,
+  pendingPrefillByRank: [0, 0, 0, 0, 0],
   ...overrides,
 });
 
@@ -37,8 +38,8 @@ describe("dynamo", () => {
     expect(POLICY_DEFAULTS.dynamo).toEqual({ overlapScoreWeight: 1, blockSize: 16 });
     const policy = new DynamoPolicy(POLICY_DEFAULTS.dynamo);
     const asked = request(prompt(1, 320));
-    // 320 tokens, 160 held: 10 new blocks; 64 waiting prefill tokens (4 blocks), 480 active tokens (30 blocks).
-    expect(policy.logit(asked, view({ matchedTokens: 160, waitingPrefillTokens: 64, activeTokens: 480 }))).toBe(1 * (4 + 10) + (30 + 10));
+    // 320 tokens, 160 held: 10 new blocks; 64 pending prefill tokens (4 blocks), 480 active tokens (30 blocks).
+    expect(policy.logit(asked, view({ matchedTokens: 160, pendingPrefillTokens: 64, activeTokens: 480 }))).toBe(1 * (4 + 10) + (30 + 10));
     expect(new DynamoPolicy({ overlapScoreWeight: 2, blockSize: 16 }).logit(asked, view({ matchedTokens: 160 }))).toBe(2 * 10 + 10);
   });
 
@@ -54,13 +55,17 @@ describe("dynamo", () => {
     expect(again.workerId).toBe(holder);
     expect(again.placement.reason).toBe("kv-overlap");
     again.started(1);
-    // Long cold prompts waiting (no slot took them) on the holder: its prefill term grows until the other worker is cheaper.
+    again.firstToken();
+    // Long cold prompts pending on the holder (their first token has not come): its prefill term grows until the other worker is cheaper.
     const waitingOnHolder = Array.from({ length: 3 }, (_, i) => global.place(request([...shared, ...prompt(10 + i, 2000)]), holder)!);
     const next = global.place(request([...shared, ...prompt(20, 16)]))!;
     expect(next.workerId).not.toBe(holder);
-    // Once slots take them, their prefill no longer waits: the holder is cheap again on prefill, dear on decode.
+    // A slot taking them does not end their prefill; their first token does: the holder is then cheap again on prefill, dear on decode.
+    const pending = () => global.views().find((worker) => worker.id === holder)!.pendingPrefillTokens;
     for (const ticket of waitingOnHolder) ticket.started(0);
-    expect(global.views().find((worker) => worker.id === holder)!.waitingPrefillTokens).toBe(0);
+    expect(pending()).toBe(3 * 2000);
+    for (const ticket of waitingOnHolder) ticket.firstToken();
+    expect(pending()).toBe(0);
   });
 });
 

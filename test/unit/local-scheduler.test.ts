@@ -1,8 +1,8 @@
 // The per-worker local scheduler with synthetic requests: slot choice, LRU, priority groups.
 import { describe, expect, it } from "vitest";
-import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
+import { groupOfHit, LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
-import { evaluationPriorityOf, shareBatch } from "../../src/scheduler/batch-priority.js";
+import { evaluationPriorityOf, prefillRankOfHit, shareBatch } from "../../src/scheduler/batch-priority.js";
 
 function local(contents: number[][], options: { priorityGroups?: number; quotaPerGroup?: number; clock?: { now: number }; spilled?: number[] } = {}) {
   const clock = options.clock ?? { now: 0 };
@@ -190,5 +190,13 @@ describe("batch sharing", () => {
 
   it("maps P priority groups onto node-llama-cpp's 1..5", () => {
     expect([0, 1, 2, 5, 9].map((group) => evaluationPriorityOf(group, 10))).toEqual([1, 1, 2, 3, 5]);
+  });
+
+  it("ranks a prompt in the prefill order as a worker with the default groups does (the global scheduler's estimate of what is ahead)", () => {
+    const groups = LOCAL_SCHEDULER_DEFAULTS.priorityGroups;
+    for (let cached = 0; cached <= 1000; cached += 5) {
+      expect(prefillRankOfHit(cached, 1000) + 1).toBe(evaluationPriorityOf(groupOfHit(cached / 1000, groups), groups));
+    }
+    expect(prefillRankOfHit(0, 0)).toBe(0);
   });
 });

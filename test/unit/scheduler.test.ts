@@ -236,6 +236,38 @@ describe("preble: E2", () => {
     expect(ticket.workerId).toBe("w0");
   });
 
+  it("prices the prefill a worker is still evaluating: a cold request avoids a worker busy with a long prompt's prefill", () => {
+    const { scheduler } = harness("preble", ["w0", "w1"]);
+    // The same prefill work in both workers' windows: w1's is done, w0's has a slot but no first token yet.
+    const done = scheduler.place(single(31, 3000), "w1")!;
+    done.started(0);
+    done.firstToken();
+    const evaluating = scheduler.place(single(32, 3000), "w0")!;
+    evaluating.started(0);
+    const cold = scheduler.place(single(33, 200))!;
+    expect(cold.placement.reason).toBe("explore");
+    expect(cold.workerId).toBe("w1");
+    // Its first token came: the two workers price alike again, and the first in the list wins.
+    evaluating.firstToken();
+    cold.finished({ ok: true, promptTokens: 200, cachedTokens: 0, completionTokens: 16, ttftMs: 10 });
+    expect(scheduler.place(single(34, 200))!.workerId).toBe("w0");
+  });
+
+  it("prices for a request only the pending prefill a worker would evaluate before it: a cached prefix jumps its holder's cold prefills", () => {
+    const { scheduler, serve } = harness("preble", ["w0", "w1"]);
+    const prefix = tokens(41, 600);
+    const holder = serve({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    const other = holder === "w0" ? "w1" : "w0";
+    // Three long cold prompts pending on the holder (its other slots are evaluating them).
+    for (let i = 0; i < 3; i++) scheduler.place(single(50 + i, 2000), holder)!.started(i + 1);
+    // The prefix's next request ranks above them there (its hit ratio): nothing is ahead of it, it exploits.
+    const warm = scheduler.place({ modelId: "m", tokens: [...prefix, ...tokens(60, 40)], messageCount: 1 })!;
+    expect(warm.placement.reason).toBe("exploit");
+    expect(warm.workerId).toBe(holder);
+    // A cold request ranks below them: all of it is ahead on the holder, so it goes to the other worker.
+    expect(scheduler.place(single(61, 200))!.workerId).toBe(other);
+  });
+
   it("yields an exploit to another worker when the holder's queue would give the first token later", () => {
     const { scheduler, serve } = harness("preble", ["w0", "w1"], { slots: 2 });
     const prefix = tokens(21, 600);

@@ -51,6 +51,25 @@ describe("PlacementTicket", () => {
     expect(inFlight("w0")).toBe(1);
   });
 
+  it("firstToken: the prompt's prefill weighs on its worker until its first token, not until a slot takes it; released once", () => {
+    const { scheduler } = setUp(["w0"]);
+    const pending = () => scheduler.views().find((view) => view.id === "w0")!.pendingPrefillTokens;
+    const first = scheduler.place({ modelId: "m", tokens: prompt(6), messageCount: 1 })!;
+    expect(pending()).toBe(100);
+    first.started(0);
+    expect(pending()).toBe(100);
+    first.firstToken();
+    expect(pending()).toBe(0);
+    const second = scheduler.place({ modelId: "m", tokens: prompt(7, 60), messageCount: 1 })!;
+    first.firstToken();
+    first.finished(outcome(prompt(6)));
+    expect(pending()).toBe(60);
+    // Ended in its prefill (no first token): finishing releases it.
+    second.started(1);
+    second.finished({ ...outcome(prompt(7, 60)), ok: false, heldPromptTokens: 0 });
+    expect(pending()).toBe(0);
+  });
+
   it("workerDied: the worker is demoted and forgotten at once, and finishing the request reports no slot", () => {
     const { scheduler, held } = setUp();
     const tokens = prompt(5);

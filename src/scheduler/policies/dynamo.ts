@@ -1,16 +1,16 @@
 // dynamo: NVIDIA Dynamo's KV router (lib/kv-router scheduling, DefaultWorkerSelector), as a
 // baseline to compare against. For every worker it prices the request in KV blocks:
 //   logit = overlapScoreWeight x potential prefill blocks + potential decode blocks
-//   potential prefill blocks = (prefill tokens already waiting on the worker
+//   potential prefill blocks = (prefill tokens still pending on the worker
 //                               + the request's tokens the worker does not hold) / blockSize
 //   potential decode blocks  = (tokens of the requests in flight on the worker
 //                               + the request's tokens the worker does not hold) / blockSize
 // and the lowest logit wins (temperature 0, Dynamo's default: no softmax sampling; ties go to
 // the first worker). Published defaults: overlap score weight 1.0; the block size is the
 // engine's (vLLM's 16 here: llama.cpp has no blocks, so tokens are counted in 16s).
-// Dynamo learns that a worker's prefill ended from the engine; Radixgate's scheduler learns
-// when a slot takes the request, so "waiting" prefill is the uncached prompt of requests no
-// slot has taken yet.
+// Dynamo learns that a request's prefill ended from the engine; Radixgate's scheduler learns
+// it from the request's first token, so pending prefill is the uncached prompt of the
+// requests on the worker whose first token has not come.
 import { Type, type Static } from "@sinclair/typebox";
 import { SETTINGS_OBJECT } from "../../common/settings-schema.js";
 import type { Placement, PlacementContext, PlacementPolicy, PlacementRequest, WorkerView } from "../types.js";
@@ -39,7 +39,7 @@ export class DynamoPolicy implements PlacementPolicy {
   /** The request's cost on `worker` in KV blocks: lower is better. */
   logit(request: PlacementRequest, worker: WorkerView): number {
     const newTokens = Math.max(0, request.tokens.length - worker.matchedTokens);
-    const prefillBlocks = (worker.waitingPrefillTokens + newTokens) / this.options.blockSize;
+    const prefillBlocks = (worker.pendingPrefillTokens + newTokens) / this.options.blockSize;
     const decodeBlocks = (worker.activeTokens + newTokens) / this.options.blockSize;
     return this.options.overlapScoreWeight * prefillBlocks + decodeBlocks;
   }

@@ -17,9 +17,13 @@
 //   P  this request's new prefill on w: prefill of (n - what w holds) at context n;
 //   W  the wait before that prefill can start, from w's queue now (not in Preble, whose
 //      workers batch hundreds of requests over one shared KV pool: ours run a fixed number of
-//      slots): the prefill of the prompts placed on w that no slot has taken yet, plus, when
-//      every slot is taken, the requests ahead of this one for a slot x the time one request
-//      holds a slot (expected output x decode ms per token) / slots.
+//      slots): the prefill still ahead of it on w (the uncached prompts placed there whose
+//      first token has not come, waiting for a slot or being evaluated, of the same prefill
+//      rank or higher: a worker shares each step's prefill budget out by hit ratio, highest
+//      first), plus, when every slot is taken, the requests ahead of this one for a slot x
+//      the time one request holds a slot (expected output x decode ms per token) / slots.
+//      Counting only the prompts no slot had taken yet priced a worker busy evaluating a
+//      30k-token prompt as idle (docs/placement.md).
 // Yield: W + P is the request's predicted time to first token on w. An exploit whose holder
 // predicts a later first token than some other worker goes to that worker instead. Without
 // it, the holder of a popular prefix (a Zipf head) kept every request of it, queued them
@@ -43,6 +47,7 @@
 // the decision carries a copy action from a holder to that worker.
 import { Type, type Static } from "@sinclair/typebox";
 import { SETTINGS_OBJECT } from "../../common/settings-schema.js";
+import { prefillRankOfHit } from "../batch-priority.js";
 import type { TimeModel } from "../time-model.js";
 import type { CopyAction, Placement, PlacementContext, PlacementPolicy, PlacementRequest, RequestOutcome, WorkerView } from "../types.js";
 
@@ -174,13 +179,18 @@ class Scratch {
 }
 
 /**
- * W: how long a request placed on `worker` now would wait before its prefill starts. The
- * prompts queued there without a slot are evaluated first (their prefill, at least as long a
- * context as this one's); and when every slot is taken, the requests beyond the slots
- * (this one included) each wait for one to free: a slot turns over every `slotMs` / slots.
+ * W: how long a request placed on `worker` now would wait for the prefill ahead of it there.
+ * A worker shares each step's prefill budget out in rank order (its hit ratio there: higher
+ * first), so what is ahead is the prefill still pending there (waiting for a slot or being
+ * evaluated) of this request's rank and above (at least as long a context as this one's);
+ * and when every slot is taken, the requests beyond the slots (this one included) each wait
+ * for one to free: a slot turns over every `slotMs` / slots.
  */
 function waitMs(worker: WorkerView, model: TimeModel, slotMs: number, n: number): number {
-  const queuedPrefill = worker.waitingPrefillTokens > 0 ? model.prefillMs(worker.waitingPrefillTokens, Math.max(n, worker.waitingPrefillTokens)) : 0;
+  const byRank = worker.pendingPrefillByRank;
+  let pending = 0;
+  for (let rank = prefillRankOfHit(worker.matchedTokens, n); rank < byRank.length; rank++) pending += byRank[rank]!;
+  const queuedPrefill = pending > 0 ? model.prefillMs(pending, Math.max(n, pending)) : 0;
   const ahead = worker.inFlight - worker.slots + 1;
   return queuedPrefill + (ahead > 0 ? (ahead * slotMs) / worker.slots : 0);
 }
