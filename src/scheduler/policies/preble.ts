@@ -15,7 +15,7 @@
 //   M  eviction: the entries LRU would push out of w to fit this request, each priced as
 //      its future recompute = its requests in the window x its prefill time;
 //   P  this request's new prefill on w: prefill of (n - what w holds) at context n;
-//   W  the wait before that prefill can start, from w's queue now (not in Preble, whose
+//   W  the wait for the prefill ahead of it on w, as w stands now (not in Preble, whose
 //      workers batch hundreds of requests over one shared KV pool: ours run a fixed number of
 //      slots): the prefill still ahead of it on w (the uncached prompts placed there whose
 //      first token has not come, waiting for a slot or being evaluated, of the same prefill
