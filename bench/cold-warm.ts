@@ -1,3 +1,12 @@
+// Cold vs warm TTFT of one long prompt on one idle worker of the `bench` model
+// (the cache probed directly: the same long prompt twice on an idle worker).
+//
+//   npm run bench:cold-warm [-- --lengths 1000,4000 --repeats 3]
+//
+// For each prompt length and repeat: a salted prompt (unique first line, so nothing is
+// cached), sent cold, then the same prompt again (warm), then the next turn of that
+// conversation (warm turn). TTFT is measured by the client: request sent -> first content
+// chunk of the stream. Results go to bench/results/cold-warm.{json,md}.
 import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";

@@ -1,3 +1,5 @@
+// npm run bench:live [-- --preset bench --workers 2 --arms pinned,spread,shape,preble,cache-aware,dynamo,llm-d,affinity]
+// Writes bench/results/live.{json,md}. See live-bench.ts for what is measured.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";

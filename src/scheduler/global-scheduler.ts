@@ -164,6 +164,8 @@ export class GlobalScheduler {
   addWorker(spec: SchedulerWorker): void {
     const model = this.model(spec.modelId);
     model.tree.setCapacity(spec.id, spec.capacityTokens);
+    // One array: the candidate view reads the worker's own pending counts, live.
+    const pendingPrefillByRank = new Float64Array(BATCH_PRIORITIES);
     this.workers.set(spec.id, {
       spec,
       account: model.tree.account(spec.id),
@@ -173,7 +175,7 @@ export class GlobalScheduler {
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
       pendingPrefillTokens: 0,
-      pendingPrefillByRank: new Float64Array(BATCH_PRIORITIES),
+      pendingPrefillByRank,
       othersInFlight: 0,
       view: {
         id: spec.id,
@@ -186,7 +188,7 @@ export class GlobalScheduler {
         kvCapacityTokens: spec.capacityTokens,
         activeTokens: 0,
         pendingPrefillTokens: 0,
-        pendingPrefillByRank: new Float64Array(BATCH_PRIORITIES),
+        pendingPrefillByRank,
       },
       unreported: new UnreportedPlacements(),
     });
@@ -267,7 +269,6 @@ export class GlobalScheduler {
       view.kvTokens = worker.account.used;
       view.activeTokens = worker.activeTokens;
       view.pendingPrefillTokens = worker.pendingPrefillTokens;
-      view.pendingPrefillByRank = worker.pendingPrefillByRank;
       candidates.push(view);
     }
     return candidates;

@@ -1,6 +1,7 @@
 // A placed request's life as the scheduler sees it: placed -> started in a slot -> first
-// token -> finished, or lost with its worker. Serving, the simulator, the benchmarks and the tests all drive a
-// request through this one object instead of re-writing the sequence of scheduler calls.
+// token -> finished, or lost with its worker. Serving, the simulator, the benchmarks and the
+// tests all drive a request through this one object instead of re-writing the sequence of
+// scheduler calls.
 import type { TokenIds } from "../common/tokens.js";
 import type { InFlightHandle } from "./radix/types.js";
 import type { Placement, PlacementRequest, RequestOutcome } from "./types.js";
@@ -46,11 +47,6 @@ export class PlacementTicket {
     /** Prompt tokens the worker did not hold when the request was placed: its prefill work. */
     readonly uncachedTokens: number,
   ) {}
-
-  /** Whether a slot has taken the request. */
-  get hasStarted(): boolean {
-    return this.slot !== undefined;
-  }
 
   /** Whether the request's first token came (its prefill is over). */
   get hasFirstToken(): boolean {

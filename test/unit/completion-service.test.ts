@@ -74,7 +74,12 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
     );
   // What the tree believes w0 holds (its slots and nothing in flight once the request ended).
   const held = () => scheduler.views().find((worker) => worker.id === "w0")!.kvTokens;
-  return { run, held, completions, preparations };
+  // The prefill the scheduler counts as still ahead on w0, in all and by rank.
+  const pending = () => {
+    const view = scheduler.views().find((worker) => worker.id === "w0")!;
+    return { total: view.pendingPrefillTokens, byRank: [...Array.from(view.pendingPrefillByRank)] };
+  };
+  return { run, held, pending, completions, preparations };
 }
 
 function result(overrides: Partial<GenerationResult>): GenerationResult {
@@ -95,6 +100,33 @@ function result(overrides: Partial<GenerationResult>): GenerationResult {
     ...overrides,
   };
 }
+
+describe("the prefill the scheduler counts as pending on the worker", () => {
+  it("from the placement to the request's first text: not released when a slot takes it, released once the text comes", async () => {
+    const seen: { total: number; byRank: number[] }[] = [];
+    let pending = (): { total: number; byRank: number[] } => ({ total: -1, byRank: [] });
+    const stand = service((_tokens, hooks) => {
+      seen.push(pending()); // started in its slot, no text yet
+      hooks.onText?.("first");
+      seen.push(pending()); // its first text is out
+      return result({});
+    });
+    pending = stand.pending;
+    await stand.run();
+    // A cold prompt (nothing cached in the tree): all of it pending, at the lowest rank.
+    expect(seen[0]).toEqual({ total: PROMPT.length, byRank: [PROMPT.length, 0, 0, 0, 0] });
+    expect(seen[1]).toEqual({ total: 0, byRank: [0, 0, 0, 0, 0] });
+    expect(stand.pending()).toEqual({ total: 0, byRank: [0, 0, 0, 0, 0] });
+  });
+
+  it("is released when the request ends without a first text", async () => {
+    const stand = service(() => {
+      throw new Error("sampler failed");
+    });
+    await expect(stand.run()).rejects.toMatchObject({ code: "worker_failed" });
+    expect(stand.pending()).toEqual({ total: 0, byRank: [0, 0, 0, 0, 0] });
+  });
+});
 
 describe("the slot report after a request ends", () => {
   it("keeps the whole prompt when the worker finished it", async () => {

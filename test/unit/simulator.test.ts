@@ -48,6 +48,24 @@ function request(index: number, arrivalMs: number, tokens: number[], outputToken
 const run = (requests: WorkloadRequest[], policy = "roundrobin", options: Partial<SimOptions> = {}) =>
   simulate({ policy, workers: 2, spec: TINY, requests, ...options });
 
+describe("simulator: what the scheduler is told", () => {
+  it("a prompt's prefill is pending on its worker until its first token, not until a slot takes it", async () => {
+    // One worker, linear card. A (2000 tokens) prefills in [0, 2000): two chunks of 1000; its first token at 2000.
+    // B arrives at 500, during A's prefill; C at 2050, once A decodes (and B, 10 tokens, has had its first token at 2020).
+    const seen: number[] = [];
+    const spy: PlacementPolicy = {
+      name: "spy",
+      place: (_request, candidates) => {
+        seen.push(candidates[0]!.pendingPrefillTokens);
+        return { workerId: candidates[0]!.id, reason: "spy", matchedTokens: 0 };
+      },
+    };
+    const requests = [request(0, 0, ids(1, 2000), 10), request(1, 500, ids(2, 10), 2), request(2, 2050, ids(3, 10), 2)];
+    await simulate({ policy: spy, workers: 1, spec: TINY, requests });
+    expect(seen).toEqual([0, 2000, 0]);
+  });
+});
+
 describe("simulator: hand-computed schedules (two workers, three requests, linear card)", () => {
   it("continuous batching: a late request's prefill shares a step with a running request's decode", async () => {
     const a = ids(1, 100);

@@ -70,6 +70,22 @@ describe("PlacementTicket", () => {
     expect(pending()).toBe(0);
   });
 
+  it("keeps the pending prefill at the prompt's rank (its hit ratio on the worker) and releases it from there", () => {
+    const { scheduler } = setUp(["w0"]);
+    const byRank = () => Array.from(scheduler.views().find((view) => view.id === "w0")!.pendingPrefillByRank);
+    const prefix = prompt(8);
+    const first = scheduler.place({ modelId: "m", tokens: prefix, messageCount: 1 })!;
+    first.started(0);
+    first.firstToken();
+    first.finished(outcome(prefix));
+    // Half of it cached on w0: rank ceil(0.5 x 5) - 1 = 2, its 100 new tokens there.
+    const half = scheduler.place({ modelId: "m", tokens: [...prefix, ...prompt(9)], messageCount: 1 })!;
+    expect(byRank()).toEqual([0, 0, 100, 0, 0]);
+    half.started(1);
+    half.firstToken();
+    expect(byRank()).toEqual([0, 0, 0, 0, 0]);
+  });
+
   it("workerDied: the worker is demoted and forgotten at once, and finishing the request reports no slot", () => {
     const { scheduler, held } = setUp();
     const tokens = prompt(5);
