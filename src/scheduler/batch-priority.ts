@@ -6,6 +6,7 @@
 //      prefilling sequences in priority order (higher priority group first, then arrival),
 //      each taking what it still needs until the budget is spent: chunked prefill.
 // Typed structurally so the scheduler core stays free of node-llama-cpp.
+import { LOCAL_SCHEDULER_DEFAULTS } from "./local-scheduler-settings.js";
 
 export interface PendingBatchItem {
   readonly tokens: { readonly length: number };
@@ -63,15 +64,20 @@ export function countBatch(stats: BatchStats, shares: readonly BatchShare<Pendin
 /** The evaluation priorities a batch orders prefills by (node-llama-cpp's 1..5). */
 export const BATCH_PRIORITIES = 5;
 
+/** Preble's priority group of a request with hit ratio `hit` among `groups`: ceil(hit x P) - 1, and 0 for no hit. */
+export function groupOfHit(hit: number, groups: number): number {
+  return hit <= 0 ? 0 : Math.min(groups - 1, Math.ceil(hit * groups) - 1);
+}
+
 /**
  * Where a prompt that finds `cachedTokens` of its `promptTokens` cached on a worker stands in
- * that worker's prefill order: 0..BATCH_PRIORITIES-1, higher first. With the default ten
- * priority groups (group = ceil(hit x 10) - 1) folded onto the five evaluation priorities,
- * that is ceil(hit x 5) - 1, and 0 for no hit.
+ * that worker's prefill order: its evaluation priority with the default priority groups,
+ * 0..BATCH_PRIORITIES-1, higher first.
  */
 export function prefillRankOfHit(cachedTokens: number, promptTokens: number): number {
-  if (!(promptTokens > 0) || !(cachedTokens > 0)) return 0;
-  return Math.min(BATCH_PRIORITIES - 1, Math.max(0, Math.ceil((cachedTokens / promptTokens) * BATCH_PRIORITIES) - 1));
+  const groups = LOCAL_SCHEDULER_DEFAULTS.priorityGroups;
+  const hit = promptTokens > 0 ? cachedTokens / promptTokens : 0;
+  return evaluationPriorityOf(groupOfHit(hit, groups), groups) - 1;
 }
 
 /** Priority group 0..P-1 -> node-llama-cpp's evaluation priority 1..5. */

@@ -51,8 +51,7 @@ interface WorkerState extends FleetWorker {
   activeTokens: number;
   /** Requests on it that other routers placed, as its own reports say (remote engines shared by several routers). */
   othersInFlight: number;
-  /** Uncached prompt tokens of its requests whose first token has not come (waiting or in prefill), in all and by prefill rank. */
-  pendingPrefillTokens: number;
+  /** Uncached prompt tokens of its requests whose first token has not come (waiting or in prefill), by prefill rank. */
   pendingPrefillByRank: Float64Array;
 }
 
@@ -174,7 +173,6 @@ export class GlobalScheduler {
       inFlight: 0,
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
-      pendingPrefillTokens: 0,
       pendingPrefillByRank,
       othersInFlight: 0,
       view: {
@@ -268,7 +266,7 @@ export class GlobalScheduler {
       if (worker.account.dropped) worker.account = model.tree.account(worker.spec.id);
       view.kvTokens = worker.account.used;
       view.activeTokens = worker.activeTokens;
-      view.pendingPrefillTokens = worker.pendingPrefillTokens;
+      view.pendingPrefillTokens = sumOf(worker.pendingPrefillByRank);
       candidates.push(view);
     }
     return candidates;
@@ -292,7 +290,7 @@ export class GlobalScheduler {
     if (worker) {
       worker.inFlight = Math.max(0, worker.inFlight - 1);
       worker.activeTokens = Math.max(0, worker.activeTokens - ticket.request.tokens.length);
-      if (!ticket.hasFirstToken) this.prefillDone(ticket);
+      if (!ticket.hasFirstToken) addPending(worker, ticket.request.tokens.length, ticket.uncachedTokens, -1);
       if (outcome.ok) {
         const extend = outcome.promptTokens - outcome.cachedTokens;
         if (outcome.prefillMs !== undefined && extend > 0) worker.spec.timeModel.observePrefill(extend, outcome.promptTokens, outcome.prefillMs);
@@ -304,14 +302,10 @@ export class GlobalScheduler {
     if (outcome.ok) model?.outputs.push(outcome.completionTokens);
   }
 
-  /** The request's prefill no longer loads its worker (its first token came, or it ended without one). */
+  /** The request's prefill no longer loads its worker: its first token came. */
   private prefillDone(ticket: PlacementTicket): void {
     const worker = this.workers.get(ticket.workerId);
-    if (!worker) return;
-    const n = ticket.request.tokens.length;
-    const rank = prefillRankOfHit(n - ticket.uncachedTokens, n);
-    worker.pendingPrefillTokens = Math.max(0, worker.pendingPrefillTokens - ticket.uncachedTokens);
-    worker.pendingPrefillByRank[rank] = Math.max(0, worker.pendingPrefillByRank[rank]! - ticket.uncachedTokens);
+    if (worker) addPending(worker, ticket.request.tokens.length, ticket.uncachedTokens, -1);
   }
 
   /**
@@ -383,7 +377,7 @@ export class GlobalScheduler {
       kvTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),
       kvCapacityTokens: worker.spec.capacityTokens,
       activeTokens: worker.activeTokens,
-      pendingPrefillTokens: worker.pendingPrefillTokens,
+      pendingPrefillTokens: sumOf(worker.pendingPrefillByRank),
       pendingPrefillByRank: Float64Array.from(worker.pendingPrefillByRank),
     }));
   }
@@ -442,8 +436,7 @@ export class GlobalScheduler {
     const worker = this.workers.get(placement.workerId)!;
     worker.inFlight++;
     worker.activeTokens += request.tokens.length;
-    worker.pendingPrefillTokens += request.tokens.length - held;
-    worker.pendingPrefillByRank[prefillRankOfHit(held, request.tokens.length)]! += request.tokens.length - held;
+    addPending(worker, request.tokens.length, request.tokens.length - held, 1);
     worker.prefillWindow.add(now, worker.spec.timeModel.prefillMs(request.tokens.length - held, request.tokens.length));
     // In flight (records hit or miss per node), then the estimate: the worker will hold the
     // prompt once it runs, so concurrent requests of the same prefix see it now. One walk,
@@ -459,4 +452,16 @@ export class GlobalScheduler {
 function heldOn(candidates: readonly WorkerView[], workerId: string): number {
   for (let i = 0; i < candidates.length; i++) if (candidates[i]!.id === workerId) return candidates[i]!.matchedTokens;
   throw new Error(`${workerId} is not a candidate`);
+}
+
+/** Adds (sign 1) or removes (sign -1) a prompt's `uncached` tokens of `promptTokens` in the worker's pending prefill, at the prompt's rank there. */
+function addPending(worker: WorkerState, promptTokens: number, uncached: number, sign: 1 | -1): void {
+  const rank = prefillRankOfHit(promptTokens - uncached, promptTokens);
+  worker.pendingPrefillByRank[rank] = Math.max(0, worker.pendingPrefillByRank[rank]! + sign * uncached);
+}
+
+function sumOf(values: ArrayLike<number>): number {
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) sum += values[i]!;
+  return sum;
 }

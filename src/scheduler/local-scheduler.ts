@@ -27,6 +27,7 @@
 //
 // Pure: no llama.cpp, an injected clock; the worker thread feeds it the slots' tokens.
 import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
+import { groupOfHit } from "./batch-priority.js";
 import type { LocalSchedulerSettings } from "./local-scheduler-settings.js";
 
 /** What admission reads of the settings: P and k. */
@@ -236,9 +237,4 @@ export class LocalScheduler {
   private runsAddedBy(slot: number): number {
     return 1 - (this.busy[slot - 1] ? 1 : 0) - (this.busy[slot + 1] ? 1 : 0);
   }
-}
-
-/** Preble's priority group of a request with hit ratio `hit` among `groups`: ceil(hit x P) - 1, and 0 for no hit. */
-export function groupOfHit(hit: number, groups: number): number {
-  return hit <= 0 ? 0 : Math.min(groups - 1, Math.ceil(hit * groups) - 1);
 }

@@ -1,6 +1,6 @@
 // The per-worker local scheduler with synthetic requests: slot choice, LRU, priority groups.
 import { describe, expect, it } from "vitest";
-import { groupOfHit, LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
+import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
 import { evaluationPriorityOf, prefillRankOfHit, shareBatch } from "../../src/scheduler/batch-priority.js";
 
@@ -192,11 +192,10 @@ describe("batch sharing", () => {
     expect([0, 1, 2, 5, 9].map((group) => evaluationPriorityOf(group, 10))).toEqual([1, 1, 2, 3, 5]);
   });
 
-  it("ranks a prompt in the prefill order as a worker with the default groups does (the global scheduler's estimate of what is ahead)", () => {
-    const groups = LOCAL_SCHEDULER_DEFAULTS.priorityGroups;
-    for (let cached = 0; cached <= 1000; cached += 5) {
-      expect(prefillRankOfHit(cached, 1000) + 1).toBe(evaluationPriorityOf(groupOfHit(cached / 1000, groups), groups));
-    }
+  it("ranks a prompt in the prefill order as a worker with the default ten groups does (the global scheduler's estimate of what is ahead)", () => {
+    // Hit ratio -> group ceil(hit x 10) - 1 -> priority 1 + floor(group / 2): two groups per rank.
+    const hits = [0, 0.1, 0.15, 0.2, 0.25, 0.4, 0.45, 0.6, 0.65, 0.8, 0.85, 1];
+    expect(hits.map((hit) => prefillRankOfHit(hit * 1000, 1000))).toEqual([0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4]);
     expect(prefillRankOfHit(0, 0)).toBe(0);
   });
 });

@@ -32,7 +32,7 @@ export function buildAdvice(asked: readonly string[]): string {
   if (asked.length === native.length && asked.every((option, i) => option === native[i])) {
     return "run `npm run build:engine-native` first (about 10 minutes on 2 cores)";
   }
-  return "build it with those variables set (`npx --no node-llama-cpp source download --gpu false` for a CPU build, " + "or --gpu cuda / vulkan for a GPU one)";
+  return "build it with those variables set (`npx --no node-llama-cpp source download --gpu false` for a CPU build, or --gpu cuda / vulkan for a GPU one)";
 }
 
 /**
