@@ -33,6 +33,7 @@ import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-setti
 import type { GenerationResult } from "../src/contract/generation.js";
 import type { SamplingParams } from "../src/contract/sampling.js";
 import { defaultStateDir } from "../src/engine/worker/state-store.js";
+import type { TokenIds } from "../src/common/tokens.js";
 
 const { values } = parseArgs({
   options: {
@@ -102,7 +103,7 @@ interface Timed {
   sawText: boolean;
 }
 
-async function timed(worker: WorkerHandle, requestId: string, tokens: readonly number[]): Promise<Timed> {
+async function timed(worker: WorkerHandle, requestId: string, tokens: TokenIds): Promise<Timed> {
   const started = performance.now();
   let firstText: number | undefined;
   const result = await worker.generate(requestId, tokens, SAMPLING, {

@@ -33,6 +33,10 @@ import { createPolicy } from "../../src/scheduler/registry.js";
 import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js";
 import { MOONCAKE_CONVERSATION_TRACE, mooncakeRequests, readMooncakeTrace } from "../workloads/mooncake.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
+import type { TokenIds } from "../../src/common/tokens.js";
+
+/** A workload's request with its prompt as the scheduler gets it from the server. */
+type PlacedRequest = Omit<WorkloadRequest, "tokens"> & { tokens: Int32Array };
 import { TOOLBENCH_ZIPF_DEFAULTS, toolbenchZipf } from "../workloads/toolbench-zipf.js";
 import { gitCommit, machineDescription } from "../git-commit.js";
 
@@ -197,10 +201,12 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   const p = plan(workload, quick, records, args.toolbenchSlots);
   const label = `${workload}/${policy}`;
   const requests = requestsOf(workload, seed, salt);
-  const take = (): WorkloadRequest => {
+  // Prompts reach the scheduler as Int32Arrays, as the server's prompt threads hand them over
+  // (made there, outside the host's time: here outside the timed calls).
+  const take = (): PlacedRequest => {
     const next = requests.next();
     if (next.done) throw new Error(`${label}: the workload ran out of requests`);
-    return next.value;
+    return { ...next.value, tokens: Int32Array.from(next.value.tokens) };
   };
   // Measured-phase tallies, allocated before the heap baseline.
   const placeNs = new Float64Array(p.measuredRequests);
@@ -216,7 +222,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   const dump: string[] | undefined = args.dumpDecisions === undefined ? undefined : [];
   // The first request is drawn before the baseline: the generator's own tables are then
   // allocated and stay out of the scheduler's heap.
-  let pending: WorkloadRequest | undefined = take();
+  let pending: PlacedRequest | undefined = take();
   const heapBefore = heapUsed();
 
   const clock = { t: 0 };
@@ -230,9 +236,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   const nextSlot = new Int32Array(WORKERS);
   // What each slot was last told to hold, held WEAKLY: the heap reading below counts a prompt
   // array as the scheduler's slot mirror only if something else (the scheduler) keeps it.
-  const slotHolds: (WeakRef<readonly number[]> | undefined)[][] = workerIds.map(() =>
-    new Array<WeakRef<readonly number[]> | undefined>(p.slots).fill(undefined),
-  );
+  const slotHolds: (WeakRef<Int32Array> | undefined)[][] = workerIds.map(() => new Array<WeakRef<Int32Array> | undefined>(p.slots).fill(undefined));
   const inFlightOn = new Int32Array(WORKERS);
   const maxInFlight = IN_FLIGHT_PER_WORKER * WORKERS;
   const inFlight: { ticket: PlacementTicket; hit: number; ttftMs: number; outputTokens: number }[] = [];
@@ -261,7 +265,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   };
 
   /** One request through place -> started -> finished; returns [place ns, cycle ns]. */
-  const serve = (request: WorkloadRequest, measure: boolean): [number, number] => {
+  const serve = (request: PlacedRequest, measure: boolean): [number, number] => {
     clock.t = request.arrivalMs;
     const placement = { modelId: MODEL, tokens: request.tokens, messageCount: 1, maxTokens: 256 };
     // Untimed and read-only: what each worker holds of THIS prompt before the decision,
@@ -336,7 +340,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   // so that only what is strongly reachable is counted.
   await new Promise<void>((resolve) => setImmediate(resolve));
   const heapAfter = heapUsed();
-  const mirror = new Set<readonly number[]>();
+  const mirror = new Set<TokenIds>();
   for (const slots of slotHolds) {
     for (const ref of slots) {
       const tokens = ref?.deref();
@@ -345,7 +349,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   }
   for (let i = inFlightHead; i < inFlight.length; i++) mirror.add(inFlight[i]!.ticket.request.tokens);
   let slotMirrorBytes = 0;
-  for (const tokens of mirror) slotMirrorBytes += 16 + 8 * tokens.length;
+  for (const tokens of mirror) slotMirrorBytes += tokens instanceof Int32Array ? 64 + tokens.byteLength : 16 + 8 * tokens.length;
   const schedulerBytes = heapAfter - heapBefore;
 
   // Timer overhead: two back-to-back reads.

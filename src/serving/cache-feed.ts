@@ -131,7 +131,7 @@ export class CacheFeed {
     if (before === tokens || !this.listeners.get(worker.modelId)?.size) return;
     const keep = commonPrefixLength(before, tokens);
     if (keep === before.length && keep === tokens.length) return;
-    this.emit(worker.modelId, { type: "slot", worker: worker.id, slot, keep, append: tokens.slice(keep) });
+    this.emit(worker.modelId, { type: "slot", worker: worker.id, slot, keep, append: [...tokens.slice(keep)] });
   }
 
   private sendLoad(): void {

@@ -10,7 +10,8 @@ import type { Fleet } from "./fleet.js";
 
 /** A prompt ready to place: its tokens and how many it may generate after them. */
 export interface PreparedPrompt {
-  tokens: number[];
+  /** Never written: the scheduler's tree may keep views of it. */
+  tokens: Int32Array;
   maxTokens: number;
   request: PlacementRequest;
   /** How the model writes a tool call: present when the chat has tools. */
@@ -82,7 +83,7 @@ async function promptTokens(
   preparer: PromptPreparer,
   modelId: string,
   prompt: PromptInput,
-): Promise<{ tokens: number[]; toolCallSyntax?: ToolCallSyntax | undefined }> {
+): Promise<{ tokens: Int32Array; toolCallSyntax?: ToolCallSyntax | undefined }> {
   switch (prompt.kind) {
     case "chat": {
       // Tools the model may not call are still documented: the prompt, and so its cached prefix,
@@ -103,7 +104,11 @@ async function promptTokens(
           );
         }
       });
-      return { tokens: vocab.bos !== null && prompt.tokens[0] !== vocab.bos ? [vocab.bos, ...prompt.tokens] : [...prompt.tokens] };
+      const withBos = vocab.bos !== null && prompt.tokens[0] !== vocab.bos;
+      const tokens = new Int32Array(prompt.tokens.length + (withBos ? 1 : 0));
+      if (withBos) tokens[0] = vocab.bos!;
+      tokens.set(prompt.tokens, withBos ? 1 : 0);
+      return { tokens };
     }
     default:
       return prompt satisfies never;

@@ -153,7 +153,7 @@ describe("slot reuse and LRU eviction, as the global tree sees it", () => {
           ],
         })
       ).tokens;
-    const run = async (tokens: number[]) => {
+    const run = async (tokens: Int32Array) => {
       let slot = -1;
       await worker.generate(
         `lru-${tokens.length}-${tokens[5]}`,

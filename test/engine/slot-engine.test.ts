@@ -14,7 +14,7 @@ const prompt = tiny.prompt;
 const greedy = (maxTokens: number) => ({ temperature: 0, stop: [] as string[], maxTokens });
 
 /** A generation with the moments its events arrived, in the order of a shared log. */
-function tracked(worker: WorkerHandle, id: string, tokens: number[], maxTokens: number, log: string[]) {
+function tracked(worker: WorkerHandle, id: string, tokens: Int32Array, maxTokens: number, log: string[]) {
   let firstText = false;
   const result = worker.generate(id, tokens, greedy(maxTokens), {
     onText: () => {

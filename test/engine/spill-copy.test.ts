@@ -35,7 +35,7 @@ afterAll(async () => {
 
 const greedy = { temperature: 0, stop: [] as string[], maxTokens: 8 };
 
-async function prompt(text: string): Promise<number[]> {
+async function prompt(text: string): Promise<Int32Array> {
   return (
     await preparer.chat({
       modelId: "tiny",
@@ -102,8 +102,8 @@ async function stateFiles(root: string): Promise<string[]> {
 describe.each<Isolation>(["thread", "process"])("a stored state that cannot be loaded (%s isolation)", (isolation) => {
   let worker: WorkerHandle;
   let storeRoot: string;
-  let first: number[];
-  let second: number[];
+  let first: Int32Array;
+  let second: Int32Array;
   let firstCold: string;
   let secondCold: string;
 

@@ -10,7 +10,7 @@ export interface TinyModel {
   /** The model file (valid once the file's beforeAll ran). */
   path(): string;
   /** The chat prompt of one user message, as token ids. */
-  prompt(text: string): Promise<number[]>;
+  prompt(text: string): Promise<Int32Array>;
 }
 
 /** Call at the top of a test file. */

@@ -94,7 +94,7 @@ describe.each(ENGINES)("the %s engine", (engine) => {
 
     it("gives a token-array prompt the same completion as the equivalent text, with or without BOS", async () => {
       const text = `the tool returns a list of files ${randomUUID()}`;
-      const { tokens } = await preparer.text({ modelId: TINY_MODEL, text });
+      const tokens = [...(await preparer.text({ modelId: TINY_MODEL, text })).tokens];
       expect(tokens[0]).toBe(vocab.bosId);
       const asText = await server.client.completions.create({ model: TINY_MODEL, prompt: text, max_tokens: 12, temperature: 0 });
       const withBos = await server.client.completions.create({ model: TINY_MODEL, prompt: tokens, max_tokens: 12, temperature: 0 });

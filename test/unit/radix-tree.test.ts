@@ -1,6 +1,7 @@
 import { mulberry32 } from "../../src/common/random.js";
 import { describe, it, expect } from "vitest";
 import { commonPrefixLength } from "../../src/common/tokens.js";
+import type { RadixNode } from "../../src/scheduler/radix/node.js";
 import { RadixTree } from "../../src/scheduler/radix/tree.js";
 import type { EvictedEntry, InFlightHandle, RadixNodeView } from "../../src/scheduler/radix/types.js";
 
@@ -96,6 +97,33 @@ describe("RadixTree basics", () => {
     expect(tree.insert("b", range(0, 30)).added).toBe(0);
     expect(tree.cachedTokens("b")).toBe(60);
     expect(tree.cachedTokens("nobody")).toBe(0);
+  });
+
+  it("points into an Int32Array prompt for a new part of at least half its buffer, copies a smaller one", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    const bufferOf = (tokens: number[]) => (tree.match(tokens).path.at(-1) as RadixNode).buf.buffer;
+    const first = Int32Array.from(range(0, 100));
+    tree.insert("a", first);
+    expect(bufferOf(range(0, 100))).toBe(first.buffer); // all new: borrowed
+    // 90 cached, 10 new: copied, so this prompt's buffer is not kept alive by 10 tokens.
+    const turn = Int32Array.from([...range(0, 90), ...range(700, 710)]);
+    tree.insert("a", turn);
+    expect(bufferOf([...range(0, 90), ...range(700, 710)])).not.toBe(turn.buffer);
+    // A view of 60 new tokens in a buffer of 200: 60 is less than half of that buffer.
+    const big = new Int32Array(200);
+    big.set(range(300, 360), 10);
+    tree.insert("b", big.subarray(10, 70));
+    expect(bufferOf(range(300, 360))).not.toBe(big.buffer);
+    const exact = Int32Array.from(range(400, 460));
+    tree.insert("b", exact.subarray(0, 40)); // 40 of 60: borrowed
+    expect(bufferOf(range(400, 440))).toBe(exact.buffer);
+    expect(tree.tokenCount).toBe(100 + 10 + 60 + 40);
+    expect(tree.match(range(0, 100)).perWorker.get("a")).toBe(100);
+    // Pruned segments, stored or borrowed, leave the count.
+    tree.dropWorker("a");
+    expect(tree.tokenCount).toBe(100);
+    tree.dropWorker("b");
+    expect(tree.tokenCount).toBe(0);
   });
 
   it("refuses token ids that are not 32-bit integers, before changing anything", () => {
@@ -592,11 +620,12 @@ function checkPlan(tree: RadixTree, ref: Reference, w: string, need: number, pro
   if (held.size + need > cap) expect(leaves(held).filter(evictable)).toEqual([]);
 }
 
-function runProperty(seed: number, ops: number): void {
+function runProperty(seed: number, ops: number, kind: PromptKind = "array"): void {
   const rnd = mulberry32(seed);
   const int = (n: number): number => Math.floor(rnd() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   let now = 0;
+  const prompt = promptsOf(kind, rnd);
   const tree = new RadixTree({ now: () => now });
   const ref = new Reference();
   const workers = ["a", "b", "c"];
@@ -640,7 +669,7 @@ function runProperty(seed: number, ops: number): void {
       expect(viaMatch.map((e) => e.node.id)).toEqual(sim.map((e) => e.node.id));
       const simShape = sim.map((e) => [e.contextLength, e.tokens, e.node.prefix().join(",")]);
       const ceil = ceiling.get(w)!;
-      const res = tree.insert(w, seq);
+      const res = tree.insert(w, prompt(seq));
       expect(res.evicted.map((e) => [e.contextLength, e.tokens, e.node.prefix().join(",")])).toEqual(simShape);
       const held = ref.heldOf(w);
       for (const e of res.evicted) ref.removeRange(held, e.node.prefix(), e.contextLength - e.tokens, e.contextLength);
@@ -653,7 +682,7 @@ function runProperty(seed: number, ops: number): void {
       ceiling.set(w, Math.max(ref.cap(w), tree.cachedTokens(w)));
     } else if (r < 0.55) {
       const seq = randomSeq();
-      const m = tree.match(seq);
+      const m = tree.match(prompt(seq));
       let longest = 0;
       for (const x of workers) {
         const expected = ref.heldLen(x, seq);
@@ -674,7 +703,7 @@ function runProperty(seed: number, ops: number): void {
       }
     } else if (r < 0.67) {
       const seq = randomSeq();
-      const handle = tree.addInFlight(w, seq);
+      const handle = tree.addInFlight(w, prompt(seq));
       let counts = ref.inflight.get(w);
       if (!counts) ref.inflight.set(w, (counts = new Map()));
       for (let i = 1; i <= seq.length; i++) counts.set(key(seq, i), (counts.get(key(seq, i)) ?? 0) + 1);
@@ -748,7 +777,29 @@ describe("RadixTree against a naive reference (seeded random sequences)", () => 
       runProperty(seed, 1500);
     });
   }
+  // The server's prompts are Int32Arrays, whose segments the tree may point into instead of copying.
+  for (const seed of [1, 2, 3, 42, 1234]) {
+    it(`seed ${seed}, prompts as Int32Arrays`, () => {
+      runProperty(seed, 1500, "int32");
+    });
+  }
 });
+
+type PromptKind = "array" | "int32";
+
+/** How a test hands its sequences to the tree: as they are, or as Int32Arrays (as the server
+ *  does), half of them views into a larger buffer. */
+function promptsOf(kind: PromptKind, rnd: () => number): (seq: number[]) => readonly number[] | Int32Array {
+  if (kind === "array") return (seq) => seq;
+  return (seq) => {
+    if (rnd() < 0.5) return Int32Array.from(seq);
+    const buffer = new Int32Array(seq.length + 1 + Math.floor(rnd() * 2 * seq.length));
+    buffer.fill(-7);
+    const view = buffer.subarray(1, 1 + seq.length);
+    view.set(seq);
+    return view;
+  };
+}
 
 // ---------------------------------------------------------------------------------------
 // placeOn(w, prompt) against addInFlight(w, prompt) then insert(w, prompt): two trees driven

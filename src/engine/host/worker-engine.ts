@@ -5,6 +5,7 @@
 import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { ExportResult, GenerationEvent, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
+import type { TokenIds } from "../../common/tokens.js";
 
 /** How a worker runs: a thread of the host, a child process (node-llama-cpp's or llama-server), or a server elsewhere. */
 export type Isolation = "thread" | "process" | "remote";
@@ -58,11 +59,11 @@ export interface WorkerEngine {
   /** After a death: a fresh worker loads the model again, with the current `init`. */
   restart(): Promise<LoadResult>;
   /** One generation; rejects with WorkerDiedError when the worker dies under it. */
-  generate(requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks?: GenerateHooks): Promise<GenerationResult>;
+  generate(requestId: string, tokens: TokenIds, sampling: SamplingParams, hooks?: GenerateHooks): Promise<GenerationResult>;
   /** Times the worker in one idle slot, which is left empty (the start-up calibration). */
   profile(options?: ProfileOptions): Promise<ProfileResult>;
   /** Saves a prefix this worker holds for another worker; null when it cannot. */
-  exportPrefix(tokens: readonly number[]): Promise<ExportResult | null>;
+  exportPrefix(tokens: TokenIds): Promise<ExportResult | null>;
   importState(file: string): Promise<ImportResult>;
   stats(): Promise<WorkerStats>;
   /** Hot reload of the local scheduler's settings; kept for a restart too. */

@@ -20,6 +20,7 @@ import type { SamplingParams } from "../../contract/sampling.js";
 import { ProcessRunner, ThreadRunner, type WorkerRunner } from "./runners.js";
 import { rememberBindingTests } from "./tested-bindings.js";
 import type { GenerateHooks, Isolation, WorkerEngine } from "./worker-engine.js";
+import type { TokenIds } from "../../common/tokens.js";
 
 export type { GenerateHooks, Isolation };
 
@@ -93,13 +94,13 @@ export class WorkerHandle implements WorkerEngine {
    * Runs one generation. `requestId` is the client's id, for logs; the worker queues and
    * cancels it by an id of the host's own, unique across this worker's restarts.
    */
-  async generate(requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+  async generate(requestId: string, tokens: TokenIds, sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
     // The task's result can overtake the port's events (in a thread they travel on other
     // channels): it is returned only once the worker's final "done" event has arrived.
     let markDone!: () => void;
     const drained = new Promise<void>((resolve) => (markDone = resolve));
     const generationId = `${this.id}-g${++this.generations}`;
-    const task: Omit<GenerateTask, "port"> = { kind: "generate", generationId, requestId, tokens: [...tokens], sampling };
+    const task: Omit<GenerateTask, "port"> = { kind: "generate", generationId, requestId, tokens, sampling };
     const channel = this.runner.generate(task, (event: GenerationEvent) => {
       if (event.type === "started") hooks.onStarted?.(event);
       else if (event.type === "text") hooks.onText?.(event.text, event.logprobs);
@@ -134,8 +135,8 @@ export class WorkerHandle implements WorkerEngine {
   }
 
   /** Saves a prefix this worker holds for another worker; null when it holds it nowhere idle. */
-  async exportPrefix(tokens: readonly number[]): Promise<ExportResult | null> {
-    return (await this.run({ kind: "export-prefix", tokens: [...tokens] })) as ExportResult | null;
+  async exportPrefix(tokens: TokenIds): Promise<ExportResult | null> {
+    return (await this.run({ kind: "export-prefix", tokens })) as ExportResult | null;
   }
 
   /** Takes in another worker's exported state; rejects when it was made for another model or context. */

@@ -13,7 +13,7 @@
 // in a slot changes what it holds behind the host's back (the usage reported stays true).
 import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { commonPrefixLength } from "../../common/tokens.js";
+import { commonPrefixLength, tokenArray, type TokenIds } from "../../common/tokens.js";
 import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { ToolCallConstraint } from "../../contract/tools.js";
@@ -154,7 +154,8 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
     return this.start();
   }
 
-  async generate(_requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+  async generate(_requestId: string, prompt: TokenIds, sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+    const tokens = tokenArray(prompt);
     const life = this.life;
     if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
     const toolCall = sampling.toolCalls && this.options.toolCallGrammar ? await this.options.toolCallGrammar(sampling.toolCalls) : undefined;
@@ -241,7 +242,8 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
    * worker's slot folder), with the tokens it holds beside it (`<file>.tokens.json`). A
    * server elsewhere cannot hand its file over: null (the copy then costs only its try).
    */
-  override async exportPrefix(tokens: readonly number[]): Promise<ExportResult | null> {
+  override async exportPrefix(prefix: TokenIds): Promise<ExportResult | null> {
+    const tokens = tokenArray(prefix);
     if (this.options.url !== undefined) return null;
     const life = this.requireLife();
     const slot = life.slots.reserveIdle((s) => commonPrefixLength(life.held[s]!, tokens) === tokens.length && tokens.length > 0);

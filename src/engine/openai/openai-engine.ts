@@ -7,7 +7,7 @@
 // far as the router counts, `slots`), and a slot's prompt is taken as gone once it has been
 // idle for `cacheTtlS` (the server's own cache evicts what nobody asks for). Two routers in
 // front of one such server each see only their own placements.
-import { commonPrefixLength } from "../../common/tokens.js";
+import { commonPrefixLength, tokenArray, type TokenIds } from "../../common/tokens.js";
 import type { FinishReason, GenerationResult } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
@@ -114,7 +114,8 @@ export class OpenAIEngine extends HttpEngineBase<Life> implements WorkerEngine {
     return this.start();
   }
 
-  async generate(requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+  async generate(requestId: string, prompt: TokenIds, sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+    const tokens = tokenArray(prompt);
     const life = this.life;
     if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
     if (sampling.logprobs !== undefined) {

@@ -10,6 +10,7 @@
 // event stream is part of its life: a stream that ends or goes silent is the host lost (its
 // cache leaves the router's tree, requests without a first token are placed again); the
 // fleet's restart connects again and starts from a fresh snapshot.
+import { tokenArray, type TokenIds } from "../../common/tokens.js";
 import type { GenerationResult, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import { modelFingerprint } from "../worker/model-fingerprint.js";
@@ -138,7 +139,8 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
     return this.start();
   }
 
-  async generate(requestId: string, tokens: readonly number[], sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+  async generate(requestId: string, prompt: TokenIds, sampling: SamplingParams, hooks: GenerateHooks = {}): Promise<GenerationResult> {
+    const tokens = tokenArray(prompt);
     const life = this.life;
     if (!life || life.dead) throw new WorkerDiedError(`worker ${this.id} is down`);
     const queuedAt = performance.now();

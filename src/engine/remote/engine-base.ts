@@ -2,6 +2,7 @@
 // remote one; another Radixgate host; an OpenAI-compatible server): the run it is on (a
 // restart makes a new one), what it loaded, its generations in flight and how they finished,
 // and the answers it gives to what it cannot do (no state files, no prefix copies).
+import type { TokenIds } from "../../common/tokens.js";
 import type { FinishReason, GenerationResult } from "../../contract/generation.js";
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import type { EngineEndpoint } from "./endpoint.js";
@@ -127,7 +128,7 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
   }
 
   /** Prefix copies to or from it are not made: the policy's copy then costs only its try. */
-  async exportPrefix(_tokens: readonly number[]): Promise<ExportResult | null> {
+  async exportPrefix(_tokens: TokenIds): Promise<ExportResult | null> {
     return null;
   }
 

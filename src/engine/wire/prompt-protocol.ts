@@ -68,7 +68,7 @@ export type PromptTask = ChatPromptTask | TextPromptTask | VocabTask | ToolCallG
 
 export interface PreparedPrompt {
   /** Exactly what a worker evaluates (BOS included when the model wants one). */
-  tokens: number[];
+  tokens: Int32Array;
   /** Which chat template rendered it (node-llama-cpp's wrapper name), for logs. */
   chatTemplate: string;
   /** How the template writes a function call: present when the task had tools. */
@@ -77,5 +77,5 @@ export interface PreparedPrompt {
 
 export interface TokenizedText {
   /** Exactly what a worker evaluates (BOS included when the model wants one). */
-  tokens: number[];
+  tokens: Int32Array;
 }

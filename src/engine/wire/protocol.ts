@@ -10,6 +10,7 @@ import type { TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { LocalSchedulerSettings } from "../../scheduler/local-scheduler-settings.js";
 import type { BindingTests } from "./binding-tests.js";
+import type { TokenIds } from "../../common/tokens.js";
 
 export type { LocalSchedulerSettings };
 
@@ -76,7 +77,7 @@ export interface GenerateTask {
   /** The client's request id, for logs only. */
   requestId: string;
   /** The exact prompt tokens to evaluate, BOS included when the model wants one. */
-  tokens: number[];
+  tokens: TokenIds;
   sampling: SamplingParams;
   port: GenerationPort;
 }
@@ -106,7 +107,7 @@ export type ProfileOptions = Omit<ProfileTask, "kind">;
 /** Save the KV state of a prefix this worker holds (idle slot or spilled) for another worker. */
 export interface ExportPrefixTask {
   kind: "export-prefix";
-  tokens: number[];
+  tokens: TokenIds;
 }
 
 /** Take in a state file exported by another worker (refused unless model and context match). */

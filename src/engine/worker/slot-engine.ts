@@ -15,7 +15,7 @@ import {
   type Llama,
   type Token,
 } from "node-llama-cpp";
-import { commonPrefixLength } from "../../common/tokens.js";
+import { commonPrefixLength, tokenArray } from "../../common/tokens.js";
 import { evaluationPriorityOf, type BatchStats } from "../../scheduler/batch-priority.js";
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import {
@@ -215,7 +215,9 @@ export class SlotEngine {
   }
 
   private async runGeneration(task: GenerateTask, abort: AbortController): Promise<GenerationResult> {
-    const { port, tokens, sampling } = task;
+    const { port, sampling } = task;
+    // A prompt arrives as an Int32Array (one block to copy across the thread); node-llama-cpp takes arrays.
+    const tokens = tokenArray(task.tokens);
     const send = (event: GenerationEvent) => port.postMessage(event);
     const queuedAt = performance.now();
     const cancelledBeforeStart = () => {

@@ -70,8 +70,8 @@ export class RadixNode implements RadixNodeView {
   constructor(
     readonly id: number,
     public parent: RadixNode | null,
-    /** The segment: tokens segStart .. segStart + segLength of `buf`, the tree's token store
-     *  while the node is attached (see TokenStore). */
+    /** The segment: tokens segStart .. segStart + segLength of `buf`, while the node is
+     *  attached the tree's token store or the prompt it borrows them from (see TokenStore). */
     public buf: Int32Array,
     public segStart: number,
     public segLength: number,

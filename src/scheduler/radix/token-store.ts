@@ -1,5 +1,5 @@
-// The token ids of every segment of one radix tree, in one Int32Array. How the tree works:
-// docs/scheduler-tree.md.
+// The token ids of every segment of one radix tree: in one Int32Array, or borrowed from the
+// prompt that brought them. How the tree works: docs/scheduler-tree.md.
 //
 // A node used to own an Int32Array of its segment. Each placement creates a node for the
 // prompt's new tokens, and an ArrayBuffer is slow to make (its backing store lives outside
@@ -11,6 +11,16 @@
 // doubles when they would fill more than two thirds of it, so at most two tokens are moved
 // for every token appended. Sliding sorts the live nodes by where their segments are, and
 // moves each run of adjacent segments at once.
+//
+// Copying is still a placement's main cost when prompts are long and mostly new (a 10k-token
+// prompt is 40 KB to write, and as much again to slide later). A prompt that comes as an
+// Int32Array (the server's prompts do) is never written again, so a segment that makes up
+// at least half of its buffer is not copied at all: the node points into the prompt's own
+// array, which the tree then keeps alive. At most half of such a buffer is tokens no node
+// holds when the segment is made; a smaller new part is copied (`buf.set`, a memcpy), so a
+// long conversation's turns, each a few new tokens after a long cached prefix, never keep
+// their whole prompts alive.
+import type { TokenIds } from "../../common/tokens.js";
 import type { RadixNode } from "./node.js";
 
 /** What the store compacts: every node whose segment it holds. */
@@ -25,20 +35,34 @@ export class TokenStore {
   buf = new Int32Array(INITIAL_TOKENS);
   /** Where the next segment goes: everything from here on is free. */
   top = 0;
-  /** Tokens of the segments of attached nodes (the rest below `top` is dead). */
+  /** Tokens of the segments of attached nodes, stored or borrowed. */
   live = 0;
 
   constructor(private readonly owners: SegmentOwners) {}
 
   /**
-   * Stores tokens[from..from + length) as `node`'s segment (compacting or growing first when
-   * they do not fit), unless one of them is not a 32-bit integer: then nothing is stored
-   * and it returns false. Sets the node's `buf` and `segStart`.
+   * Makes tokens[from..from + length) `node`'s segment: a view of the prompt's own array when
+   * it may be borrowed, else a copy in the store (compacting or growing first when it does
+   * not fit). Unless one of them is not a 32-bit integer: then nothing is stored and it
+   * returns false. Sets the node's `buf`, `segStart` and `segLength`.
    */
-  append(node: RadixNode, tokens: readonly number[], from: number, length: number): boolean {
+  append(node: RadixNode, tokens: TokenIds, from: number, length: number): boolean {
+    // The prompt's whole buffer stays alive with the node (a view may be part of a larger one).
+    if (tokens instanceof Int32Array && 8 * length >= tokens.buffer.byteLength) {
+      this.live += length;
+      node.buf = tokens;
+      node.segStart = from;
+      node.segLength = length;
+      return true;
+    }
     if (this.top + length > this.buf.length) this.compact(length);
     const buf = this.buf;
     const at = this.top;
+    if (tokens instanceof Int32Array) {
+      buf.set(tokens.subarray(from, from + length), at);
+      this.stored(node, at, length);
+      return true;
+    }
     const shift = at - from;
     const end = from + length;
     let bad = false;
@@ -82,12 +106,17 @@ export class TokenStore {
       if ((t | 0) !== t) bad = true;
     }
     if (bad) return false;
+    this.stored(node, at, length);
+    return true;
+  }
+
+  /** `node`'s segment is now the `length` tokens written at `at`. */
+  private stored(node: RadixNode, at: number, length: number): void {
     this.top = at + length;
     this.live += length;
-    node.buf = buf;
+    node.buf = this.buf;
     node.segStart = at;
     node.segLength = length;
-    return true;
   }
 
   /** The segment of a node that leaves the tree is dead space from now on. (Nothing else of
@@ -99,12 +128,15 @@ export class TokenStore {
   /** Makes room for `need` more tokens at `top`: slides the live segments down, in a larger
    *  array when they would leave less than a third of this one free. */
   private compact(need: number): void {
-    const wanted = this.live + need;
     const old = this.buf;
+    // Borrowed segments stay where they are.
+    const nodes = this.owners.attachedNodes().filter((node) => node.buf === old);
+    let stored = 0;
+    for (let i = 0; i < nodes.length; i++) stored += nodes[i]!.segLength;
+    const wanted = stored + need;
     const target = 3 * wanted > 2 * old.length ? new Int32Array(Math.max(INITIAL_TOKENS, 2 * wanted)) : old;
     // Within the same array a segment only ever moves down, over space already free, when
     // they move in the order they lie in.
-    const nodes = this.owners.attachedNodes();
     nodes.sort((a, b) => a.segStart - b.segStart);
     let top = 0;
     let k = 0;
