@@ -34,11 +34,12 @@ import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js
 import { MOONCAKE_CONVERSATION_TRACE, mooncakeRequests, readMooncakeTrace } from "../workloads/mooncake.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
 import type { TokenIds } from "../../src/common/tokens.js";
+import type { RadixNode } from "../../src/scheduler/radix/node.js";
+import { TOOLBENCH_ZIPF_DEFAULTS, toolbenchZipf } from "../workloads/toolbench-zipf.js";
+import { gitCommit, machineDescription } from "../git-commit.js";
 
 /** A workload's request with its prompt as the scheduler gets it from the server. */
 type PlacedRequest = Omit<WorkloadRequest, "tokens"> & { tokens: Int32Array };
-import { TOOLBENCH_ZIPF_DEFAULTS, toolbenchZipf } from "../workloads/toolbench-zipf.js";
-import { gitCommit, machineDescription } from "../git-commit.js";
 
 const MODEL = "mistral-7b";
 const WORKERS = 8;
@@ -348,8 +349,14 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     }
   }
   for (let i = inFlightHead; i < inFlight.length; i++) mirror.add(inFlight[i]!.ticket.request.tokens);
+  // A prompt some node borrows its segment from is the tree's own storage, not the mirror's.
+  const borrowedByTree = (tokens: TokenIds) =>
+    tokens instanceof Int32Array && tree.match(tokens).path.some((node) => (node as RadixNode).buf.buffer === tokens.buffer);
   let slotMirrorBytes = 0;
-  for (const tokens of mirror) slotMirrorBytes += tokens instanceof Int32Array ? 64 + tokens.byteLength : 16 + 8 * tokens.length;
+  for (const tokens of mirror) {
+    if (borrowedByTree(tokens)) continue;
+    slotMirrorBytes += tokens instanceof Int32Array ? 64 + tokens.byteLength : 16 + 8 * tokens.length;
+  }
   const schedulerBytes = heapAfter - heapBefore;
 
   // Timer overhead: two back-to-back reads.
@@ -603,8 +610,9 @@ function markdown(report: Report): string {
       "cycles/s adds the `slot-holds` report and the `complete` calls each placement triggers (which pass prefillMs and decodeMsPerToken, so the time models refit online).",
     "- Tree tokens (distinct) and nodes at the end of the warm-up, where the heap is measured: JS heap + ArrayBuffers after vs before building the scheduler, " +
       (report.gcExposed ? "with gc() before each reading" : "NOT measured: gc was not exposed (run with node --expose-gc)") +
-      ". In parentheses, without the prompt arrays (number[], 8 B per token) still reachable after gc from the slots' last reports " +
-      "(the scheduler's slot mirror, when it keeps them: the bench itself holds them only weakly) or from the requests in flight.",
+      ". In parentheses, without the prompt arrays (Int32Array, 4 B per token, as the server hands them over) still reachable after gc from the slots' last reports " +
+      "(the scheduler's slot mirror, when it keeps them: the bench itself holds them only weakly) or from the requests in flight, " +
+      "unless a tree node borrows its segment from one (then that array is the tree's own storage).",
     "- matched = Preble's matched / prompt (the longest prefix cached on any worker); hit on chosen = the part of the prompt the chosen worker held; per-request means.",
     `- Decision digests (FNV-1a over every decision, warm-up included: chosen worker and reason / over the priced costs): ${report.arms
       .map((arm) => `${arm.workload}/${arm.policy} ${arm.decisionDigest} / ${arm.costsDigest}`)

@@ -31,7 +31,8 @@ export interface WorkerView {
 
 export interface PlacementRequest {
   modelId: string;
-  /** The exact prompt tokens (what the worker will evaluate). */
+  /** The exact prompt tokens (what the worker will evaluate). Never written or transferred
+   *  once placed: the tree may keep views of an Int32Array prompt instead of copies. */
   tokens: TokenIds;
   /** Chat messages in the request: more than one marks a continuation (an agent loop re-sending its context). */
   messageCount: number;

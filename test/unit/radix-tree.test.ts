@@ -126,6 +126,27 @@ describe("RadixTree basics", () => {
     expect(tree.tokenCount).toBe(0);
   });
 
+  it("copies a borrowed piece that a split leaves shorter than half of its prompt's buffer", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    const nodesOf = (tokens: number[]) => tree.match(tokens).path as RadixNode[];
+    const first = Int32Array.from([1, 2, 3, 4, ...range(100, 196)]);
+    tree.insert("a", first);
+    // Shares 4 tokens with the first prompt: the first prompt's segment splits after them.
+    const second = Int32Array.from([1, 2, 3, 4, ...range(500, 596)]);
+    tree.insert("b", second);
+    const [head, tail] = nodesOf([1, 2, 3, 4, ...range(100, 196)]);
+    expect(head!.contextLength).toBe(4);
+    expect(head!.buf.buffer).not.toBe(first.buffer); // 4 of 100: copied
+    expect(tail!.buf.buffer).toBe(first.buffer); // 96 of 100: still borrowed
+    expect(nodesOf([1, 2, 3, 4, ...range(500, 596)])[1]!.buf.buffer).toBe(second.buffer);
+    // Once the first prompt's own tokens leave the tree, nothing keeps its buffer.
+    tree.dropWorker("a");
+    const left = [...nodesOf([1, 2, 3, 4, ...range(100, 196)]), ...nodesOf([1, 2, 3, 4, ...range(500, 596)])];
+    expect(left.some((node) => node.buf.buffer === first.buffer)).toBe(false);
+    expect(tree.match([1, 2, 3, 4, ...range(500, 596)]).perWorker.get("b")).toBe(100);
+    expect(tree.tokenCount).toBe(100);
+  });
+
   it("refuses token ids that are not 32-bit integers, before changing anything", () => {
     const tree = new RadixTree({ now: () => 0 });
     tree.setCapacity("w", 4);
@@ -662,10 +683,10 @@ function runProperty(seed: number, ops: number, kind: PromptKind = "array"): voi
       if (pool.length > 40) pool.splice(int(pool.length), 1);
       const h = ref.heldLen(w, seq);
       const need = seq.length - h;
-      expect(tree.heldLength(w, seq)).toBe(h);
-      const sim = tree.simulateEviction(w, need, seq);
+      expect(tree.heldLength(w, prompt(seq))).toBe(h);
+      const sim = tree.simulateEviction(w, need, prompt(seq));
       checkPlan(tree, ref, w, need, seq, sim);
-      const viaMatch = tree.simulateEviction(w, need, tree.match(seq));
+      const viaMatch = tree.simulateEviction(w, need, tree.match(prompt(seq)));
       expect(viaMatch.map((e) => e.node.id)).toEqual(sim.map((e) => e.node.id));
       const simShape = sim.map((e) => [e.contextLength, e.tokens, e.node.prefix().join(",")]);
       const ceil = ceiling.get(w)!;

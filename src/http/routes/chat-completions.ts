@@ -189,7 +189,9 @@ export function servedHeaders(start: Pick<ChatStart, "workerId" | "cachedTokens"
 
 /** The whole decision (policy, reason, matched tokens, worker, cost of each candidate), at debug level. */
 export function logPlacement(request: FastifyRequest, start: Pick<ChatStart, "workerId" | "placement">): void {
-  request.log.debug({ worker: start.workerId, placement: start.placement }, "placed");
+  // A copy's tokens are the prompt's own ids: its length says enough.
+  const copies = start.placement.copies?.map(({ tokens, ...copy }) => ({ ...copy, tokens: tokens.length }));
+  request.log.debug({ worker: start.workerId, placement: { ...start.placement, ...(copies ? { copies } : {}) } }, "placed");
 }
 
 export function refuseUnsupported(body: Record<string, unknown>, refused: Record<string, (value: unknown) => boolean>): void {

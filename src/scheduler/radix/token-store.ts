@@ -16,10 +16,11 @@
 // prompt is 40 KB to write, and as much again to slide later). A prompt that comes as an
 // Int32Array (the server's prompts do) is never written again, so a segment that makes up
 // at least half of its buffer is not copied at all: the node points into the prompt's own
-// array, which the tree then keeps alive. At most half of such a buffer is tokens no node
-// holds when the segment is made; a smaller new part is copied (`buf.set`, a memcpy), so a
-// long conversation's turns, each a few new tokens after a long cached prefix, never keep
-// their whole prompts alive.
+// array, which the tree then keeps alive. A smaller new part is copied (`buf.set`, a
+// memcpy), so a long conversation's turns, each a few new tokens after a long cached prefix,
+// never keep their whole prompts alive; and a split that leaves a borrowed part under half
+// of its buffer copies that part (`settle`). So every borrowed segment is always at least
+// half of the buffer it keeps alive.
 import type { TokenIds } from "../../common/tokens.js";
 import type { RadixNode } from "./node.js";
 
@@ -117,6 +118,24 @@ export class TokenStore {
     node.buf = this.buf;
     node.segStart = at;
     node.segLength = length;
+  }
+
+  /**
+   * After a split cut `node`'s segment: a borrowed segment now less than half of its
+   * prompt's buffer is copied into the store, so that every borrowed segment stays at least
+   * half of the buffer it keeps alive (else a short head, say the template's first tokens
+   * that every chat shares, could keep a long prompt alive after the rest of it is gone).
+   */
+  settle(node: RadixNode): void {
+    const borrowed = node.buf;
+    if (borrowed === this.buf || 8 * node.segLength >= borrowed.buffer.byteLength) return;
+    const length = node.segLength;
+    if (this.top + length > this.buf.length) this.compact(length);
+    const at = this.top;
+    this.buf.set(borrowed.subarray(node.segStart, node.segStart + length), at);
+    this.top = at + length;
+    node.buf = this.buf;
+    node.segStart = at;
   }
 
   /** The segment of a node that leaves the tree is dead space from now on. (Nothing else of

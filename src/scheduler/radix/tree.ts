@@ -27,9 +27,11 @@ import { emptyArray } from "../scratch.js";
 const NO_EVICTIONS: readonly EvictedEntry[] = Object.freeze([]);
 
 function isPrefixMatch(x: TokenIds | PrefixMatch): x is PrefixMatch {
-  return !Array.isArray(x);
+  return !Array.isArray(x) && !(x instanceof Int32Array);
 }
 
+/** Token arrays handed to a tree (prompts, slot reports) must never be written or transferred
+ *  afterwards: it may keep views of Int32Array ones instead of copies (see TokenStore). */
 export class RadixTree {
   private readonly workers = new Map<WorkerId, WorkerCacheBook>();
   private readonly trie: TokenTrie;
@@ -130,7 +132,7 @@ export class RadixTree {
     const n = tokens.length;
     const mark = this.trie.newProtectMark();
     const held = this.trie.walkHeld(workerId, tokens, mark);
-    checkTokenIds(tokens, held, n); // before anything is evicted
+    if (!(tokens instanceof Int32Array)) checkTokenIds(tokens, held, n); // before anything is evicted
     const need = n - held;
     let evicted = NO_EVICTIONS;
     if (book.used + need > book.capacity) {

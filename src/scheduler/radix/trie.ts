@@ -190,7 +190,8 @@ export class TokenTrie implements SegmentOwners {
 
   /** Splits `node` after its first k tokens; `node` keeps the tail (and its identity), the
    *  returned new node is the head. Holder records are copied to the head. Both keep their
-   *  part of the segment where it is in the store. */
+   *  part of the segment where it is, except a borrowed part left shorter than half of its
+   *  prompt's buffer, which is copied into the store (TokenStore.settle). */
   split(node: RadixNode, k: number): RadixNode {
     const parent = node.parent!;
     const head = new RadixNode(this.nextId++, parent, node.buf, node.segStart, k, node.startLength + k, this.clock);
@@ -216,6 +217,8 @@ export class TokenTrie implements SegmentOwners {
     head.protectMark = node.protectMark;
     this.nodes++;
     this.version++;
+    this.store.settle(head);
+    this.store.settle(node);
     return head;
   }
 
