@@ -4,7 +4,7 @@
 // rotating slot and its first token, then `complete` for the requests that fall out of the
 // in-flight window.
 //
-//   node --expose-gc --import tsx bench/scheduler/scheduler.bench.ts [--seed N] [--salt N] [--quick] [--dump-decisions DIR]
+//   node --expose-gc --import tsx bench/scheduler/scheduler.bench.ts [--seed N] [--salt N] [--repeats N] [--quick] [--dump-decisions DIR]
 //
 // Fleet: 8 workers of one model, 200k tokens of KV each, Preble's A6000 / Mistral-7B time
 // model. Workloads (bench/workloads/): (a) ToolBench-like, 1000 shared ~2000-token prefixes
@@ -14,7 +14,10 @@
 //
 // Each (workload, policy) arm runs in a fresh child process (same flags as this one), so no
 // arm inherits another's heap, garbage or JIT state; arms of a workload place the same
-// requests (same warm-up, same measured sample). Heap per tree token needs --expose-gc (the
+// requests (same warm-up, same measured sample). Each arm runs --repeats times (default 3),
+// the arms of a workload taking turns, and the report keeps the run with the median rate,
+// with every run's rate, cycle rate and p99 beside it: on a shared 2-core machine one run of
+// one tree can be 30 % off the next. Heap per tree token needs --expose-gc (the
 // script says whether it has it). Writes bench/results/scheduler.json and scheduler.md, with
 // the targets (TARGETS: preble's place rate and p99 and full cycle rate on ToolBench, its
 // place rate on Mooncake) and whether the run met each.
@@ -140,6 +143,8 @@ interface ArmResult {
   reasons: Record<string, number>;
   /** FNV-1a over every decision of the arm (warm-up and measured): worker index and reason. */
   decisionDigest: string;
+  /** Every run of the arm (--repeats), in order: the report's figures are the median run's. */
+  runs?: { decisionsPerS: number[]; cyclesPerS: number[]; placeP99Us: number[] };
   /** FNV-1a over the costs each decision priced (worker index and float64 bits). */
   costsDigest: string;
   matchedFractionMean: number;
@@ -441,6 +446,7 @@ interface Args {
   seed: number;
   salt: number;
   quick: boolean;
+  repeats: number;
   toolbenchSlots: number;
   arm: string | undefined;
   dumpDecisions: string | undefined;
@@ -463,6 +469,7 @@ function parseArgs(argv: readonly string[]): Args {
     seed: int("--seed", 1),
     salt: int("--salt", randomInt(2 ** 31)),
     quick: argv.includes("--quick"),
+    repeats: Math.max(1, int("--repeats", 3)),
     toolbenchSlots: int("--toolbench-slots", TOOLBENCH_SLOTS),
     arm: value("--arm"),
     dumpDecisions: value("--dump-decisions"),
@@ -485,6 +492,26 @@ function runChild(args: Args, policy: PolicyArm, workload: WorkloadName): Promis
     child.on("error", reject);
     child.on("exit", (code) => (code === 0 && result ? resolve(result) : reject(new Error(`arm ${workload}/${policy} exited with ${code}`))));
   });
+}
+
+/** The run with the median place rate, with every run's figures attached. The runs of one
+ *  arm place the same requests, so they must decide alike: a difference is a bug. */
+function medianRun(runs: readonly ArmResult[]): ArmResult {
+  const first = runs[0]!;
+  for (const run of runs) {
+    if (run.decisionDigest !== first.decisionDigest || run.costsDigest !== first.costsDigest) {
+      throw new Error(`${first.workload}/${first.policy}: two runs decided differently (${first.decisionDigest} vs ${run.decisionDigest})`);
+    }
+  }
+  const byRate = [...runs].sort((a, b) => a.measured.decisionsPerS - b.measured.decisionsPerS);
+  return {
+    ...byRate[(byRate.length - 1) >> 1]!,
+    runs: {
+      decisionsPerS: runs.map((run) => run.measured.decisionsPerS),
+      cyclesPerS: runs.map((run) => run.measured.cyclesPerS),
+      placeP99Us: runs.map((run) => run.measured.placeUs.p99),
+    },
+  };
 }
 
 const fmt = (value: number, digits = 0) => value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
@@ -569,6 +596,7 @@ interface Report {
   arms: ArmResult[];
   targetsMet: TargetCheck[];
   totalSeconds: number;
+  repeats: number;
 }
 
 function markdown(report: Report): string {
@@ -580,7 +608,8 @@ function markdown(report: Report): string {
     `Command: \`${report.command}\``,
     "",
     `Fleet: ${WORKERS} workers of one model x ${fmt(CAPACITY_TOKENS)} tokens of KV, time model \`${TIME_MODEL}\`; the oldest request completes once more than ` +
-      `${IN_FLIGHT_PER_WORKER * WORKERS} are in flight (${IN_FLIGHT_PER_WORKER} per worker on average). Each arm runs in a fresh process; the arms of a workload place the same requests.`,
+      `${IN_FLIGHT_PER_WORKER * WORKERS} are in flight (${IN_FLIGHT_PER_WORKER} per worker on average). Each arm runs in a fresh process; the arms of a workload place the same requests. ` +
+      `Each arm ran ${report.repeats} time${report.repeats === 1 ? "" : "s"}, the arms of a workload taking turns; the table gives the run with the median decisions/s (all runs below it).`,
     "",
     ...Object.entries(report.workloads).map(
       ([name, w]) =>
@@ -605,6 +634,15 @@ function markdown(report: Report): string {
   }
   const short = report.arms.filter((arm) => !arm.warmup.reachedTarget);
   lines.push(
+    "",
+    "Runs of each arm, in order (decisions/s; cycles/s; place p99 us):",
+    "",
+    ...report.arms.map(
+      (arm) =>
+        `- ${arm.workload}/${arm.policy}: ${(arm.runs?.decisionsPerS ?? [arm.measured.decisionsPerS]).map((v) => fmt(v)).join(", ")}; ` +
+        `${(arm.runs?.cyclesPerS ?? [arm.measured.cyclesPerS]).map((v) => fmt(v)).join(", ")}; ` +
+        `${(arm.runs?.placeP99Us ?? [arm.measured.placeUs.p99]).map((v) => fmt(v, 1)).join(", ")}`,
+    ),
     "",
     "- decisions/s = measured requests / summed `place` time (each call timed on its own with process.hrtime.bigint); " +
       "cycles/s adds the `slot-holds` report and the `complete` calls each placement triggers (which pass prefillMs and decodeMsPerToken, so the time models refit online).",
@@ -662,16 +700,21 @@ async function main(): Promise<void> {
   const loadBefore = os.loadavg();
   const arms: ArmResult[] = [];
   for (const workload of WORKLOADS) {
-    for (const policy of POLICIES) {
-      console.log(`${workload}/${policy}: running`);
-      const arm = await runChild(args, policy, workload);
-      arms.push(arm);
-      const m = arm.measured;
-      console.log(
-        `${workload}/${policy}: ${fmt(m.decisionsPerS)} decisions/s, ${fmt(m.cyclesPerS)} cycles/s, place p50 ${fmt(m.placeUs.p50, 1)} us, p99 ${fmt(m.placeUs.p99, 1)} us, ` +
-          `max ${fmt(m.placeUs.max)} us (n=${m.requests}); tree ${fmt(arm.warmup.treeTokens)} tokens; decisions ${arm.decisionDigest}, costs ${arm.costsDigest}`,
-      );
+    // The arms of a workload take turns, so a slow minute of the machine falls on all of them.
+    const runs = new Map<PolicyArm, ArmResult[]>(POLICIES.map((policy) => [policy, []]));
+    for (let repeat = 1; repeat <= args.repeats; repeat++) {
+      for (const policy of POLICIES) {
+        console.log(`${workload}/${policy}: run ${repeat} of ${args.repeats}`);
+        const arm = await runChild(args, policy, workload);
+        runs.get(policy)!.push(arm);
+        const m = arm.measured;
+        console.log(
+          `${workload}/${policy}: ${fmt(m.decisionsPerS)} decisions/s, ${fmt(m.cyclesPerS)} cycles/s, place p50 ${fmt(m.placeUs.p50, 1)} us, p99 ${fmt(m.placeUs.p99, 1)} us, ` +
+            `max ${fmt(m.placeUs.max)} us (n=${m.requests}); tree ${fmt(arm.warmup.treeTokens)} tokens; decisions ${arm.decisionDigest}, costs ${arm.costsDigest}`,
+        );
+      }
     }
+    for (const policy of POLICIES) arms.push(medianRun(runs.get(policy)!));
   }
   const totalSeconds = (performance.now() - started) / 1000;
   const report = {
@@ -686,6 +729,7 @@ async function main(): Promise<void> {
     seed: args.seed,
     salt: args.salt,
     quick: args.quick,
+    repeats: args.repeats,
     gcExposed: gc !== undefined,
     loadAverage: { before: loadBefore, after: os.loadavg() },
     fleet: {
