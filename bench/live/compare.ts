@@ -184,6 +184,23 @@ export async function runLiveReplay(
   return { live: live.map((arm) => ({ arm: arm.arm, replay: arm.replay })), calibration: live[0]!.calibration };
 }
 
+/** The live arms `repeats` times, taking turns (in reverse order every other time, so no arm
+ *  is always the one that runs after the same other); each arm's samples from every run. */
+export async function repeatedLiveReplay(options: SimVsLiveOptions, repeats: number): Promise<Awaited<ReturnType<typeof runLiveReplay>>> {
+  const samples = new Map<string, ReplaySample[]>(options.arms.map((arm) => [arm, []]));
+  let calibration: Awaited<ReturnType<typeof runLiveReplay>>["calibration"] | undefined;
+  for (let run = 0; run < repeats; run++) {
+    const arms = run % 2 === 0 ? options.arms : [...options.arms].reverse();
+    options.onProgress?.(`live run ${run + 1} of ${repeats}: ${arms.join(", ")}`);
+    const live = await runLiveReplay({ ...options, arms });
+    if (calibration && live.calibration.path !== calibration.path)
+      throw new Error(`sim-vs-live: the runs' servers used different calibrations: ${calibration.path}, ${live.calibration.path}`);
+    calibration ??= live.calibration;
+    for (const arm of live.live) samples.get(arm.arm)!.push(...arm.replay);
+  }
+  return { live: options.arms.map((arm) => ({ arm, replay: samples.get(arm)! })), calibration: calibration! };
+}
+
 /** The simulator on the replay of recorded live arms (runSimVsLive's second half; also for re-simulating a recorded run). */
 export async function simulateAgainstLive(
   options: SimVsLiveOptions,

@@ -1,9 +1,12 @@
 // npm run bench:sim-vs-live [-- --preset bench --workers 2 --arms pinned,spread,shape,preble,cache-aware,affinity
 //   --requests 30 --prefixes 6 --prefix-tokens 1000 --suffix-tokens 100 --output 16-64 --rate 2 --seed 1 --salt N
-//   --time-model FILE --out DIR --skip-probes --live-from FILE]
+//   --time-model FILE --out DIR --skip-probes --live-from FILE --repeats N]
 // The simulator vs the live server on one request list (compare.ts): a ToolBench-Zipf replay
 // (replay.ts) sent to a real server per arm, then simulated with that server's calibrated CPU
 // time model. Writes DIR/sim-vs-live.{json,md} (DIR: bench/results). A progress line per step.
+// Every live arm runs --repeats times (default 2; the arms take turns, in reverse order every
+// other time), and its live figures are over all those runs' samples: on a shared 2-core
+// machine one run of an arm can be a third off the next.
 // --live-from FILE (a sim-vs-live.json) runs no server: it re-simulates that file's recorded
 // live run (its workload, seed, salt, calibration and live samples), e.g. after a simulator change.
 // Before the replay, four small probes (compare.ts), live and simulated, each isolating one
@@ -20,7 +23,7 @@ import { parseArgs } from "node:util";
 import {
   PREDICTION,
   contentionOf,
-  runLiveReplay,
+  repeatedLiveReplay,
   runProbes,
   SIM_VARIANTS,
   simulateAgainstLive,
@@ -53,6 +56,7 @@ const { values } = parseArgs({
     out: { type: "string", default: fileURLToPath(new URL("../results/", import.meta.url)) },
     "live-from": { type: "string" },
     "skip-probes": { type: "boolean", default: false },
+    repeats: { type: "string", default: "2" },
   },
 });
 
@@ -67,11 +71,13 @@ interface Recorded {
   date: string;
   machine: string;
   probes?: ProbeResult[];
+  liveRepeats?: number;
   perRequest: {
     arm: string;
-    requests: { index: number; live?: Omit<ReplaySample, "index" | "totalMs" | "ttftMs"> & { ttftMs: number; latencyMs: number } }[];
+    requests: { index: number; live?: RecordedSample; liveRuns?: RecordedSample[] }[];
   }[];
 }
+type RecordedSample = Omit<ReplaySample, "index" | "totalMs" | "ttftMs"> & { ttftMs: number; latencyMs: number };
 const recorded = values["live-from"] === undefined ? undefined : (JSON.parse(readFileSync(values["live-from"], "utf8")) as Recorded);
 
 function positive(name: string, raw: string, integer = true): number {
@@ -131,15 +137,16 @@ const simVsLive: SimVsLiveOptions = {
 // then the live arms, then the simulator.
 const probeResults = recorded ? recorded.probes : values["skip-probes"] ? undefined : await runProbes(simVsLive, salt);
 const contention = probeResults ? contentionOf(probeResults) : undefined;
+const liveRepeats = recorded ? (recorded.liveRepeats ?? 1) : positive("repeats", values.repeats);
 const liveRun = recorded
   ? {
       live: recorded.perRequest.map((arm) => ({
         arm: arm.arm,
-        replay: arm.requests.flatMap((r) => (r.live ? [{ ...r.live, index: r.index, totalMs: r.live.latencyMs }] : [])),
+        replay: arm.requests.flatMap((r) => (r.liveRuns ?? (r.live ? [r.live] : [])).map((l) => ({ ...l, index: r.index, totalMs: l.latencyMs }))),
       })),
       calibration: recorded.calibration,
     }
-  : await runLiveReplay(simVsLive);
+  : await repeatedLiveReplay(simVsLive, liveRepeats);
 const result = await simulateAgainstLive(simVsLive, liveRun.live, liveRun.calibration, contention);
 
 const commit = gitCommit(["src", "bench/live", "bench/sim", "bench/workloads"]);
@@ -170,6 +177,7 @@ const report = {
   spec: result.spec,
   targetRelativeError: TARGET_RELATIVE_ERROR,
   contention: result.contention,
+  liveRepeats,
   rows: result.rows,
   probes: probeResults,
   simWorkers: result.sim.map((arm) => ({
@@ -184,7 +192,8 @@ const report = {
     return {
       arm: row.arm,
       requests: replay.map((request) => {
-        const l = live.find((s) => s.index === request.index);
+        const runs = live.filter((s) => s.index === request.index);
+        const l = runs[0];
         const s = sim.find((r) => r.index === request.index);
         return {
           index: request.index,
@@ -192,15 +201,8 @@ const report = {
           group: request.group,
           promptTokens: request.tokens.length + 1,
           maxTokens: request.maxTokens,
-          live: l && {
-            sentMs: round(l.sentMs),
-            ttftMs: round(l.ttftMs),
-            latencyMs: round(l.totalMs),
-            cachedTokens: l.cachedTokens,
-            promptTokens: l.promptTokens,
-            completionTokens: l.completionTokens,
-            worker: l.worker,
-          },
+          live: l && recordedSample(l),
+          ...(runs.length > 1 ? { liveRuns: runs.map((run) => recordedSample(run)) } : {}),
           sim: s && {
             ttftMs: round(s.ttftMs),
             latencyMs: round(s.e2eMs),
@@ -245,6 +247,9 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
     "",
     `Workload: ${r.workload.shape}: ${r.workload.requests} requests, ${r.workload.prefixes} shared prefixes of ~${r.workload.prefixTokens} tokens, unique ~${r.workload.suffixTokens}-token suffixes (prompts ${fmt(r.workload.promptTokensMean)} tokens on average with BOS), max_tokens ${r.workload.outputTokens.min}-${r.workload.outputTokens.max}, ${r.workload.ratePerS} requests/s over ${fmt(r.workload.spanMs / 1000, 1)} s. ` +
       "Live: a fresh server per arm, the requests sent as /v1/completions token prompts (streamed) at their arrival times (no warm-up request); TTFT = sent to first text chunk, latency = sent to the end of the stream, per request. " +
+      (r.liveRepeats > 1
+        ? `Each live arm ran ${r.liveRepeats} times (the arms taking turns, in reverse order every other time); its live figures are over all ${r.liveRepeats} runs' samples (n live = ${r.liveRepeats} x ${r.workload.requests}). `
+        : "") +
       "Sim: bench/sim/simulator.ts (the real GlobalScheduler, LocalScheduler and shareBatch) on the same prompts (with the BOS the server adds), arrivals and max_tokens, TTFT and latency from arrival, on the `cpu` card (below). `pinned` = every request on w0 (x-radixgate-worker), `spread` = roundrobin.",
     "",
     `Server and simulated card: ${r.server.workers} workers x ${r.server.slots} slots x ${r.server.contextSize} tokens, batch ${r.server.batchSize}, chunk ${result.spec.chunkTokens}, ${r.server.threads} thread per worker. ` +
@@ -322,4 +327,17 @@ function notes(result: SimVsLiveResult, r: typeof report): string[] {
     `- Small samples: ${r.workload.requests} requests per arm; a shift of a few tens of ms moves a request's decode into or out of a ~300 ms prefill step of another (a decoding request gets one token per step), so single requests differ by seconds between runs and between live and sim.`,
     "",
   ];
+}
+
+/** One live sample as the report records it (ms rounded). */
+function recordedSample(l: ReplaySample): RecordedSample {
+  return {
+    sentMs: round(l.sentMs),
+    ttftMs: round(l.ttftMs),
+    latencyMs: round(l.totalMs),
+    cachedTokens: l.cachedTokens,
+    promptTokens: l.promptTokens,
+    completionTokens: l.completionTokens,
+    worker: l.worker,
+  };
 }

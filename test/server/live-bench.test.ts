@@ -3,7 +3,7 @@
 // request list sent over HTTP as token prompts, and the simulator on the same list.
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { PREDICTION, runSimVsLive, SIM_VARIANTS } from "../../bench/live/compare.js";
+import { PREDICTION, repeatedLiveReplay, runSimVsLive, SIM_VARIANTS } from "../../bench/live/compare.js";
 import { runLiveBench } from "../../bench/live/live-bench.js";
 import { ordinaryTokenRange, simRequests, toolbenchReplay } from "../../bench/live/replay.js";
 
@@ -92,5 +92,18 @@ describe("bench:sim-vs-live smoke run", () => {
     expect(row.sim.n).toBe(4);
     expect(Number.isFinite(row.ttftMeanRatio) && row.ttftMeanRatio > 0).toBe(true);
     expect(Number.isFinite(row.latencyMeanRatio) && row.latencyMeanRatio > 0).toBe(true);
+  });
+
+  it("repeats the live arms taking turns, reversed every other run, and keeps every run's samples", async () => {
+    const progress: string[] = [];
+    const runs = await repeatedLiveReplay(
+      { preset: "tiny", workers: 2, threads: 1, arms: ["pinned", "spread"], replay, onProgress: (line) => progress.push(line) },
+      2,
+    );
+    expect(progress.filter((line) => line.startsWith("live run"))).toEqual(["live run 1 of 2: pinned, spread", "live run 2 of 2: spread, pinned"]);
+    expect(runs.live.map((arm) => arm.arm)).toEqual(["pinned", "spread"]);
+    for (const arm of runs.live) expect(arm.replay.map((sample) => sample.index).sort()).toEqual([0, 0, 1, 1, 2, 2, 3, 3]);
+    expect(runs.live[0]!.replay.every((sample) => sample.worker === "w0")).toBe(true);
+    expect(existsSync(runs.calibration.path)).toBe(true);
   });
 });
