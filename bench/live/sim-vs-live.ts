@@ -10,9 +10,10 @@
 // --live-from FILE (a sim-vs-live.json) runs no server: it re-simulates that file's recorded
 // live run (its workload, seed, salt, calibration and live samples), e.g. after a simulator change.
 // Before the replay, four small probes (compare.ts), live and simulated, each isolating one
-// effect; "two workers busy" measures the host's contention that the prediction's card
-// carries (--skip-probes leaves them out, and the card without contention; --live-from keeps
-// the recorded ones).
+// effect, run as many times as the live arms; "two workers busy" measures the host's
+// contention that the prediction's card carries, the mean of its runs' factors
+// (--skip-probes leaves them out, and the card without contention; --live-from keeps the
+// recorded ones).
 import { gitCommit, machineDescription } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -71,6 +72,7 @@ interface Recorded {
   date: string;
   machine: string;
   probes?: ProbeResult[];
+  probeRuns?: ProbeResult[][];
   liveRepeats?: number;
   perRequest: {
     arm: string;
@@ -133,11 +135,23 @@ const simVsLive: SimVsLiveOptions = {
   ...(values["time-model"] ? { timeModelFile: values["time-model"] } : {}),
   onProgress: progress,
 };
+const liveRepeats = recorded ? (recorded.liveRepeats ?? 1) : positive("repeats", values.repeats);
 // The probes first (their "two workers busy" measures the contention the prediction carries),
 // then the live arms, then the simulator.
-const probeResults = recorded ? recorded.probes : values["skip-probes"] ? undefined : await runProbes(simVsLive, salt);
-const contention = probeResults ? contentionOf(probeResults) : undefined;
-const liveRepeats = recorded ? (recorded.liveRepeats ?? 1) : positive("repeats", values.repeats);
+// As often as the live arms, and the contention is the mean of the runs' factors: the probe is
+// two requests, and the prediction at this load moves by more than the factor does.
+const probeRuns: ProbeResult[][] = [];
+if (recorded) probeRuns.push(...(recorded.probeRuns ?? (recorded.probes ? [recorded.probes] : [])));
+else if (!values["skip-probes"]) for (let run = 0; run < liveRepeats; run++) probeRuns.push(await runProbes(simVsLive, salt + run));
+const probeResults = probeRuns[0];
+const contentionRuns = probeRuns.map((run) => contentionOf(run)).filter((factors) => factors !== undefined);
+const contention =
+  contentionRuns.length > 0
+    ? {
+        prefillFactor: contentionRuns.reduce((sum, f) => sum + f.prefillFactor, 0) / contentionRuns.length,
+        decodeFactor: contentionRuns.reduce((sum, f) => sum + f.decodeFactor, 0) / contentionRuns.length,
+      }
+    : undefined;
 const liveRun = recorded
   ? {
       live: recorded.perRequest.map((arm) => ({
@@ -180,6 +194,8 @@ const report = {
   liveRepeats,
   rows: result.rows,
   probes: probeResults,
+  probeRuns,
+  contentionRuns,
   simWorkers: result.sim.map((arm) => ({
     arm: arm.arm,
     variants: Object.fromEntries(SIM_VARIANTS.map((variant) => [variant, arm.variants[variant].workers])),
@@ -273,7 +289,11 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
       ` Live outputs shorter than max_tokens: ${result.rows.reduce((sum, row) => sum + row.shortOutputs, 0)}; latest send after its arrival time: ${fmt(Math.max(...result.rows.map((row) => row.maxSendLatenessMs)), 1)} ms.`,
     "",
     "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode pass per step for all sequences (full batches in one unified pass), no state store; `store` = + the worker's state store; `cpu-alone` = + one decode pass per run of consecutive busy slots (llama.cpp evaluates only consecutive sequence ids together), each worker as if alone on the machine (its calibration); " +
-      `\`cpu\` = + the host's contention: a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers busy" probe measured on this machine before the arms ran${r.probes ? "" : " (no probe ran: 1 and 1)"}; the prediction above.`,
+      `\`cpu\` = + the host's contention: a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers busy" probe measured on this machine before the arms ran${
+        r.contentionRuns.length > 1
+          ? ` (the mean of its ${r.contentionRuns.length} runs: prefill ${r.contentionRuns.map((f) => fmt(f.prefillFactor, 2)).join(", ")}; decode ${r.contentionRuns.map((f) => fmt(f.decodeFactor, 2)).join(", ")})`
+          : ""
+      }${r.probes ? "" : " (no probe ran: 1 and 1)"}; the prediction above.`,
     "",
     `| arm | live TTFT / latency / cached | ${SIM_VARIANTS.join(" | ")} |`,
     `| --- | --- | ${SIM_VARIANTS.map(() => "---").join(" | ")} |`,
