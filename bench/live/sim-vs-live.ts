@@ -287,6 +287,19 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
     "",
     `Target: simulated mean TTFT within ${pct(TARGET_RELATIVE_ERROR)} of the live one: met for ${met.length} of ${result.rows.length} arms${met.length > 0 ? ` (${met.join(", ")})` : ""}.` +
       ` Live outputs shorter than max_tokens: ${result.rows.reduce((sum, row) => sum + row.shortOutputs, 0)}; latest send after its arrival time: ${fmt(Math.max(...result.rows.map((row) => row.maxSendLatenessMs)), 1)} ms.`,
+    ...(r.liveRepeats > 1
+      ? [
+          "",
+          `Live TTFT mean of each run, ms, in run order (the arms took turns, in reverse order every other run): ${r.perRequest
+            .map(
+              (arm) =>
+                `${arm.arm} ${runMeans(arm.requests)
+                  .map((mean) => fmt(mean))
+                  .join(", ")}`,
+            )
+            .join("; ")}.`,
+        ]
+      : []),
     "",
     "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode pass per step for all sequences (full batches in one unified pass), no state store; `store` = + the worker's state store; `cpu-alone` = + one decode pass per run of consecutive busy slots (llama.cpp evaluates only consecutive sequence ids together), each worker as if alone on the machine (its calibration); " +
       `\`cpu\` = + the host's contention: a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers busy" probe measured on this machine before the arms ran${
@@ -360,4 +373,17 @@ function recordedSample(l: ReplaySample): RecordedSample {
     completionTokens: l.completionTokens,
     worker: l.worker,
   };
+}
+
+/** Per live run, the mean TTFT of an arm's requests in that run. */
+function runMeans(requests: readonly { liveRuns?: readonly { ttftMs: number }[] }[]): number[] {
+  const sums: number[] = [];
+  const counts: number[] = [];
+  for (const request of requests) {
+    request.liveRuns?.forEach((sample, run) => {
+      sums[run] = (sums[run] ?? 0) + sample.ttftMs;
+      counts[run] = (counts[run] ?? 0) + 1;
+    });
+  }
+  return sums.map((sum, run) => sum / counts[run]!);
 }
