@@ -13,6 +13,17 @@ export function commonPrefixLength(a: TokenIds, b: TokenIds): number {
   return i;
 }
 
+/** A prompt as the server carries it: `tokens` in an Int32Array, after `bos` unless `bos` is
+ *  null or already the first token. (An Int32Array crosses a thread as one block of memory;
+ *  a plain array is cloned element by element.) */
+export function promptWithBos(tokens: TokenIds, bos: number | null): Int32Array {
+  const prepend = bos !== null && tokens[0] !== bos;
+  const out = new Int32Array(tokens.length + (prepend ? 1 : 0));
+  if (prepend) out[0] = bos;
+  out.set(tokens, prepend ? 1 : 0);
+  return out;
+}
+
 /** `tokens` as a plain array (what llama.cpp's bindings and JSON bodies take): the array
  *  itself when it is one. */
 export function tokenArray(tokens: TokenIds): readonly number[] {

@@ -1,5 +1,6 @@
 // A request's prompt, from what the client sent to the exact tokens a worker evaluates:
 // rendered and tokenized once here in the host, refused early when it cannot fit a slot.
+import { promptWithBos } from "../common/tokens.js";
 import type { ChatTurn } from "../contract/chat.js";
 import type { ToolCallSyntax } from "../contract/tools.js";
 import type { PromptPreparer } from "../engine/host/prompt-preparer.js";
@@ -104,11 +105,7 @@ async function promptTokens(
           );
         }
       });
-      const withBos = vocab.bos !== null && prompt.tokens[0] !== vocab.bos;
-      const tokens = new Int32Array(prompt.tokens.length + (withBos ? 1 : 0));
-      if (withBos) tokens[0] = vocab.bos!;
-      tokens.set(prompt.tokens, withBos ? 1 : 0);
-      return { tokens };
+      return { tokens: promptWithBos(prompt.tokens, vocab.bos) };
     }
     default:
       return prompt satisfies never;

@@ -20,7 +20,7 @@ export function completionBody(tokens: readonly number[], sampling: SamplingPara
     );
   }
   const body: Record<string, unknown> = {
-    prompt: [...tokens],
+    prompt: tokens,
     cache_prompt: true,
     stream: true,
     return_tokens: true,

@@ -2,6 +2,7 @@
 // of its own so that long prompts never block the HTTP event loop. Models are loaded
 // vocabulary-only: no weights, no context, just the tokenizer and the template metadata.
 import { LlamaLogLevel, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel } from "node-llama-cpp";
+import { promptWithBos } from "../../common/tokens.js";
 import { loadLlama } from "./llama-binary.js";
 import { availableFunctionsOf, chatHistoryOf, toolCallSyntaxOf } from "./chat-history.js";
 import { toolCallGrammarText } from "./grammars.js";
@@ -120,14 +121,7 @@ function bosOf(model: LlamaModel): number | null {
   return model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
 }
 
-/** The exact tokens the worker evaluates: BOS first whenever the model's tokenizer wants one.
- *  An Int32Array: it crosses to the host as one block (a plain array is cloned id by id,
- *  about five times slower for 10k ids). */
+/** The exact tokens the worker evaluates: BOS first whenever the model's tokenizer wants one. */
 function withBos(model: LlamaModel, tokens: readonly number[]): Int32Array {
-  const bos = model.tokens.bos;
-  const prepend = model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos;
-  const out = new Int32Array(tokens.length + (prepend ? 1 : 0));
-  if (prepend) out[0] = bos;
-  out.set(tokens, prepend ? 1 : 0);
-  return out;
+  return promptWithBos(tokens, bosOf(model));
 }

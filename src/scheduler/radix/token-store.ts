@@ -48,22 +48,19 @@ export class TokenStore {
    * returns false. Sets the node's `buf`, `segStart` and `segLength`.
    */
   append(node: RadixNode, tokens: TokenIds, from: number, length: number): boolean {
-    // The prompt's whole buffer stays alive with the node (a view may be part of a larger one).
-    if (tokens instanceof Int32Array && 8 * length >= tokens.buffer.byteLength) {
-      this.live += length;
-      node.buf = tokens;
-      node.segStart = from;
-      node.segLength = length;
-      return true;
-    }
-    if (this.top + length > this.buf.length) this.compact(length);
-    const buf = this.buf;
-    const at = this.top;
     if (tokens instanceof Int32Array) {
-      buf.set(tokens.subarray(from, from + length), at);
-      this.stored(node, at, length);
+      this.live += length;
+      node.segLength = length;
+      if (borrowable(length, tokens)) {
+        node.buf = tokens;
+        node.segStart = from;
+      } else {
+        this.copyIn(node, tokens, from);
+      }
       return true;
     }
+    const at = this.reserve(length);
+    const buf = this.buf;
     const shift = at - from;
     const end = from + length;
     let bad = false;
@@ -107,33 +104,39 @@ export class TokenStore {
       if ((t | 0) !== t) bad = true;
     }
     if (bad) return false;
-    this.stored(node, at, length);
+    this.live += length;
+    node.segLength = length;
+    this.commit(node, at);
     return true;
   }
 
-  /** `node`'s segment is now the `length` tokens written at `at`. */
-  private stored(node: RadixNode, at: number, length: number): void {
-    this.top = at + length;
-    this.live += length;
-    node.buf = this.buf;
-    node.segStart = at;
-    node.segLength = length;
-  }
-
   /**
-   * After a split cut `node`'s segment: a borrowed segment now less than half of its
-   * prompt's buffer is copied into the store, so that every borrowed segment stays at least
-   * half of the buffer it keeps alive (else a short head, say the template's first tokens
-   * that every chat shares, could keep a long prompt alive after the rest of it is gone).
+   * After a split cut `node`'s segment: a borrowed segment no longer borrowable (less than
+   * half of its prompt's buffer) is copied into the store, so that every borrowed segment
+   * stays at least half of the buffer it keeps alive (else a short head, say the template's
+   * first tokens that every chat shares, could keep a long prompt alive after the rest of it
+   * is gone).
    */
   settle(node: RadixNode): void {
-    const borrowed = node.buf;
-    if (borrowed === this.buf || 8 * node.segLength >= borrowed.buffer.byteLength) return;
-    const length = node.segLength;
+    if (node.buf !== this.buf && !borrowable(node.segLength, node.buf)) this.copyIn(node, node.buf, node.segStart);
+  }
+
+  /** Copies source[from..from + node.segLength) into the store as `node`'s segment. */
+  private copyIn(node: RadixNode, source: Int32Array, from: number): void {
+    const at = this.reserve(node.segLength);
+    this.buf.set(source.subarray(from, from + node.segLength), at);
+    this.commit(node, at);
+  }
+
+  /** Where `length` tokens go next (compacting or growing first when they do not fit). */
+  private reserve(length: number): number {
     if (this.top + length > this.buf.length) this.compact(length);
-    const at = this.top;
-    this.buf.set(borrowed.subarray(node.segStart, node.segStart + length), at);
-    this.top = at + length;
+    return this.top;
+  }
+
+  /** `node`'s segment is now the `node.segLength` tokens written at `at`. */
+  private commit(node: RadixNode, at: number): void {
+    this.top = at + node.segLength;
     node.buf = this.buf;
     node.segStart = at;
   }
@@ -177,4 +180,10 @@ export class TokenStore {
     this.buf = target;
     this.top = top;
   }
+}
+
+/** Whether a segment of `length` tokens of `prompt` may point into it: at least half of the
+ *  buffer it would keep alive (a view may be part of a larger one). */
+function borrowable(length: number, prompt: Int32Array): boolean {
+  return 2 * length * Int32Array.BYTES_PER_ELEMENT >= prompt.buffer.byteLength;
 }

@@ -27,7 +27,7 @@ import { emptyArray } from "../scratch.js";
 const NO_EVICTIONS: readonly EvictedEntry[] = Object.freeze([]);
 
 function isPrefixMatch(x: TokenIds | PrefixMatch): x is PrefixMatch {
-  return !Array.isArray(x) && !(x instanceof Int32Array);
+  return "path" in x;
 }
 
 /** Token arrays handed to a tree (prompts, slot reports) must never be written or transferred
