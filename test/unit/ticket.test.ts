@@ -78,7 +78,7 @@ describe("PlacementTicket", () => {
     first.started(0);
     first.firstToken();
     first.finished(outcome(prefix));
-    // Half of it cached on w0: rank ceil(0.5 x 5) - 1 = 2, its 100 new tokens there.
+    // Half of it cached on w0: group ceil(0.5 x 10) - 1 = 4 of the default ten, two groups a rank: rank 2, its 100 new tokens there.
     const half = scheduler.place({ modelId: "m", tokens: [...prefix, ...prompt(9)], messageCount: 1 })!;
     expect(byRank()).toEqual([0, 0, 100, 0, 0]);
     half.started(1);
