@@ -53,6 +53,8 @@ interface WorkerState extends FleetWorker {
   othersInFlight: number;
   /** Uncached prompt tokens of its requests whose first token has not come (waiting or in prefill), by prefill rank. */
   pendingPrefillByRank: Float64Array;
+  /** Per slot, 1 while a request runs in it (its tickets' reports). */
+  busySlots: Uint8Array;
 }
 
 interface ModelState {
@@ -138,6 +140,7 @@ export class GlobalScheduler {
   /** What every ticket this scheduler issues reports to. */
   private readonly ticketBook: TicketBook = {
     slotHolds: (workerId, slot, tokens) => this.applyCacheEvent({ type: "slot-holds", workerId, slot, tokens }),
+    slotBusy: (workerId, slot, busy) => this.setSlotBusy(workerId, slot, busy),
     release: (ticket, outcome) => this.release(ticket, outcome),
     workerDown: (workerId) => this.setAlive(workerId, false),
     prefillDone: (ticket) => this.prefillDone(ticket),
@@ -174,6 +177,7 @@ export class GlobalScheduler {
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
       pendingPrefillByRank,
+      busySlots: new Uint8Array(spec.slots),
       othersInFlight: 0,
       view: {
         id: spec.id,
@@ -182,6 +186,7 @@ export class GlobalScheduler {
         inFlight: 0,
         slots: spec.slots,
         matchedTokens: 0,
+        reusableTokens: 0,
         kvTokens: 0,
         kvCapacityTokens: spec.capacityTokens,
         activeTokens: 0,
@@ -262,7 +267,9 @@ export class GlobalScheduler {
       if (request.avoidWorkerIds?.includes(worker.spec.id)) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight + worker.othersInFlight;
-      view.matchedTokens = match.heldBy(worker.spec.id);
+      const held = match.heldBy(worker.spec.id);
+      view.matchedTokens = held;
+      view.reusableTokens = held > 0 && model.tree.reportsSlots(worker.spec.id) ? model.tree.idleSlotPrefix(worker.spec.id, match, worker.busySlots) : held;
       if (worker.account.dropped) worker.account = model.tree.account(worker.spec.id);
       view.kvTokens = worker.account.used;
       view.activeTokens = worker.activeTokens;
@@ -303,6 +310,18 @@ export class GlobalScheduler {
   }
 
   /** The request's prefill no longer loads its worker: its first token came. */
+  private setSlotBusy(workerId: string, slot: number, busy: boolean): void {
+    const worker = this.workers.get(workerId);
+    if (worker === undefined || !Number.isInteger(slot) || slot < 0) return;
+    // A worker may report more slots than it was added with (a remote engine's own count).
+    if (slot >= worker.busySlots.length) {
+      const grown = new Uint8Array(Math.max(slot + 1, 2 * worker.busySlots.length));
+      grown.set(worker.busySlots);
+      worker.busySlots = grown;
+    }
+    worker.busySlots[slot] = busy ? 1 : 0;
+  }
+
   private prefillDone(ticket: PlacementTicket): void {
     const worker = this.workers.get(ticket.workerId);
     if (worker) addPending(worker, ticket.request.tokens.length, ticket.uncachedTokens, -1);
@@ -335,6 +354,7 @@ export class GlobalScheduler {
         tree.dropWorker(event.workerId);
         tree.setCapacity(event.workerId, worker.spec.capacityTokens);
         worker.unreported.clear();
+        worker.busySlots.fill(0);
         return;
       case "slot-holds": {
         // The tree keeps per slot its deepest node and per node how many slots hold it: the
@@ -374,6 +394,7 @@ export class GlobalScheduler {
       inFlight: worker.inFlight + worker.othersInFlight,
       slots: worker.spec.slots,
       matchedTokens: 0,
+      reusableTokens: 0,
       kvTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),
       kvCapacityTokens: worker.spec.capacityTokens,
       activeTokens: worker.activeTokens,

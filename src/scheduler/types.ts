@@ -16,6 +16,13 @@ export interface WorkerView {
   slots: number;
   /** Longest prefix of THIS request's prompt the worker holds in its KV cache. */
   matchedTokens: number;
+  /**
+   * The part of it a request admitted now would reuse: the longest prefix of the prompt an
+   * idle slot of the worker holds. What only running requests' slots hold (or what a request
+   * placed there is still to compute) is recomputed in another slot. Equal to matchedTokens
+   * for a worker that reports no slots.
+   */
+  reusableTokens: number;
   /** KV tokens the tree sees the worker holding, and its KV capacity in tokens. */
   kvTokens: number;
   kvCapacityTokens: number;
@@ -59,7 +66,8 @@ export interface Placement {
   workerId: string;
   /** Short, loggable reason: "exploit", "explore", "yield", "replicate", "roundrobin", "session"... */
   reason: string;
-  /** Longest cached prefix on any candidate (Preble's `matched`). */
+  /** Longest cached prefix on any candidate (Preble's `matched`; preble counts only what a
+   *  candidate could reuse now, its `reusableTokens`). */
   matchedTokens: number;
   /** Cost of each candidate in ms, for policies that price them. */
   costs?: Record<string, number>;

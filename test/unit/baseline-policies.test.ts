@@ -31,6 +31,7 @@ const view = (overrides: Partial<WorkerView>): WorkerView => ({
   pendingPrefillTokens: 0,
   pendingPrefillByRank: [0, 0, 0, 0, 0],
   ...overrides,
+  reusableTokens: overrides.reusableTokens ?? overrides.matchedTokens ?? 0,
 });
 
 describe("dynamo", () => {

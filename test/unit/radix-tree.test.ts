@@ -2,6 +2,7 @@ import { mulberry32 } from "../../src/common/random.js";
 import { describe, it, expect } from "vitest";
 import { commonPrefixLength } from "../../src/common/tokens.js";
 import type { RadixNode } from "../../src/scheduler/radix/node.js";
+import { PromptMatch } from "../../src/scheduler/radix/prompt-match.js";
 import { RadixTree } from "../../src/scheduler/radix/tree.js";
 import type { EvictedEntry, InFlightHandle, RadixNodeView } from "../../src/scheduler/radix/types.js";
 
@@ -1218,4 +1219,43 @@ describe("RadixTree slot reports against a naive reference (seeded random sequen
       runSlotProperty(seed, 1000);
     });
   }
+});
+
+describe("RadixTree.idleSlotPrefix: what a request admitted now would reuse", () => {
+  it("is the longest prefix an idle slot holds, through splits, partial matches and capacity cuts", () => {
+    const tree = new RadixTree({ now: () => 0 });
+    const doc = range(100, 140);
+    tree.setSlot("w", 0, [...doc, 1, 2, 3]);
+    tree.setSlot("w", 1, [...doc.slice(0, 10), 9, 9]); // splits the document's node at 10
+    tree.setSlot("w", 2, [7, 7, 7]);
+    const prompt = [...doc, 1, 2, 8];
+    const match = tree.matchInto(new PromptMatch(), prompt);
+    expect(tree.idleSlotPrefix("w", match, [0, 0, 0])).toBe(42);
+    expect(tree.idleSlotPrefix("w", match, [1, 0, 0])).toBe(10); // slot 0 runs: only slot 1's head
+    expect(tree.idleSlotPrefix("w", match, [1, 1, 0])).toBe(0);
+    expect(tree.idleSlotPrefix("other", match, [0, 0, 0])).toBe(0);
+    // A prompt that ends inside a slot's node reuses only what it has.
+    const short = tree.matchInto(new PromptMatch(), doc.slice(0, 25));
+    expect(tree.idleSlotPrefix("w", short, [0, 0, 0])).toBe(25);
+  });
+
+  it("agrees with the slots' own contents (seeded random slots and busy marks)", () => {
+    for (const seed of [1, 2, 3]) {
+      const random = mulberry32(seed);
+      const tree = new RadixTree({ now: () => 0 });
+      const pick = (n: number) => Math.floor(random() * n);
+      const heads = [range(0, 30), range(50, 70), range(200, 203)];
+      const prompt = () => [...heads[pick(3)]!.slice(0, 1 + pick(30)), ...range(1000 + pick(5) * 10, 1000 + pick(5) * 10 + pick(8))];
+      for (let step = 0; step < 300; step++) {
+        tree.setSlot("w", pick(6), prompt());
+        if (step % 50 === 0) tree.setCapacity("w", 40 + pick(80));
+        const busy = Array.from({ length: 6 }, () => (random() < 0.4 ? 1 : 0));
+        const tokens = prompt();
+        const match = tree.matchInto(new PromptMatch(), tokens);
+        let expected = 0;
+        for (let slot = 0; slot < 6; slot++) if (busy[slot] === 0) expected = Math.max(expected, commonPrefixLength(tree.slotContent("w", slot), tokens));
+        expect(tree.idleSlotPrefix("w", match, busy)).toBe(Math.min(expected, tree.heldLength("w", tokens)));
+      }
+    }
+  });
 });

@@ -292,6 +292,30 @@ describe("preble: E2", () => {
     expect(next.placement.matchedTokens).toBeGreaterThanOrEqual(600);
   });
 
+  it("counts a prefix as cached only where an idle slot holds it: one a running request's slot holds is recomputed, so the request explores", () => {
+    const { scheduler } = harness("preble", ["w0", "w1"]);
+    const doc = tokens(71, 2000);
+    const question = (i: number): PlacementRequest => ({ modelId: "m", tokens: [...doc, ...tokens(900 + i, 30)], messageCount: 1 });
+    // The first question about the document runs on w0, in slot 0: that slot holds the
+    // document (the tree says w0 caches it), but the slot is taken until the answer ends.
+    const first = scheduler.place(question(0), "w0")!;
+    first.started(0);
+    first.firstToken();
+    // A second question now would get another slot of w0 and compute the document again:
+    // nothing on either worker is reusable, so it explores and goes to the idle worker.
+    const second = scheduler.place(question(1))!;
+    expect(second.placement.reason).toBe("explore");
+    expect(second.placement.matchedTokens).toBe(0);
+    expect(second.workerId).toBe("w1");
+    second.finished({ ok: true, promptTokens: 2030, cachedTokens: 0, completionTokens: 16, ttftMs: 10 });
+    first.finished({ ok: true, promptTokens: 2030, cachedTokens: 0, completionTokens: 16, ttftMs: 10 });
+    // The answer ended: w0's slot 0 is idle and keeps the document, and so does w1's: the
+    // next question exploits (the first holder in the list, its costs level).
+    const third = scheduler.place(question(2))!;
+    expect(third.placement.reason).toBe("exploit");
+    expect(third.placement.matchedTokens).toBe(2000);
+  });
+
   it("replicates a hot prefix: the next request goes to a second worker with a copy action", () => {
     const { scheduler, clock, serve } = harness("preble", ["w0", "w1"]);
     const prefix = tokens(11, 800);

@@ -433,6 +433,43 @@ export class RadixTree {
     return this.trie.pathTo(node);
   }
 
+  /**
+   * The longest prefix of the matched prompt that one of the worker's slots holds, among the
+   * slots `busy` does not mark (0 when none; a slot the worker never reported holds nothing).
+   * A request admitted now reuses only what an idle slot holds: a worker's local scheduler
+   * gives it an idle slot at once, and a prefix that only a running request's slot holds is
+   * recomputed there (each sequence has its own KV cells; nothing is shared between them).
+   * `match` must be the prompt's match taken since the tree last changed. Walks up from each
+   * idle slot's deepest node to the first node on the prompt's path: O(slots x depth).
+   */
+  idleSlotPrefix(workerId: WorkerId, match: PromptMatch, busy: ArrayLike<number>): number {
+    const book = this.workers.get(workerId);
+    if (book === undefined) return 0;
+    const path = match.nodes;
+    let best = 0;
+    for (let slot = 0; slot < book.slots.length; slot++) {
+      let node = book.slots[slot] ?? null;
+      if (node === null || busy[slot] === 1 || !node.attached) continue;
+      // Deepest first on both sides: the path pointer only moves towards the root.
+      let k = path.length - 1;
+      while (node !== null && k >= 0) {
+        const start = node.startLength;
+        while (k >= 0 && path[k]!.startLength > start) k--;
+        if (k >= 0 && path[k] === node) {
+          best = Math.max(best, Math.min(node.contextLength, match.matchedTokens));
+          break;
+        }
+        node = node.parent;
+      }
+    }
+    return best;
+  }
+
+  /** Whether the worker ever reported what a slot holds (engines without slot reports never do). */
+  reportsSlots(workerId: WorkerId): boolean {
+    return (this.workers.get(workerId)?.slots.length ?? 0) > 0;
+  }
+
   /** Tokens slot `slot` of the worker holds as far as the tree knows (0 when empty or
    *  unknown; less than reported when a capacity eviction took its end). */
   slotLength(workerId: WorkerId, slot: number): number {
