@@ -53,8 +53,8 @@ interface WorkerState extends FleetWorker {
   othersInFlight: number;
   /** Uncached prompt tokens of its requests whose first token has not come (waiting or in prefill), by prefill rank. */
   pendingPrefillByRank: Float64Array;
-  /** Per slot, 1 while a request runs in it (its tickets' reports). */
-  busySlots: Uint8Array;
+  /** Per slot, the requests running in it (its tickets' reports: one, unless reports overlap). */
+  busySlots: Int32Array;
 }
 
 interface ModelState {
@@ -177,7 +177,7 @@ export class GlobalScheduler {
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
       pendingPrefillByRank,
-      busySlots: new Uint8Array(spec.slots),
+      busySlots: new Int32Array(spec.slots),
       othersInFlight: 0,
       view: {
         id: spec.id,
@@ -315,11 +315,12 @@ export class GlobalScheduler {
     if (worker === undefined || !Number.isInteger(slot) || slot < 0) return;
     // A worker may report more slots than it was added with (a remote engine's own count).
     if (slot >= worker.busySlots.length) {
-      const grown = new Uint8Array(Math.max(slot + 1, 2 * worker.busySlots.length));
+      const grown = new Int32Array(Math.max(slot + 1, 2 * worker.busySlots.length));
       grown.set(worker.busySlots);
       worker.busySlots = grown;
     }
-    worker.busySlots[slot] = busy ? 1 : 0;
+    // Counted, not flagged: a report of a new request in a slot may come before the old one's end.
+    worker.busySlots[slot] = Math.max(0, worker.busySlots[slot]! + (busy ? 1 : -1));
   }
 
   private prefillDone(ticket: PlacementTicket): void {

@@ -18,9 +18,11 @@ const SLOTS = 4;
 const CAPACITY = 150;
 const PREFIX = 32;
 const SUFFIX = 16;
-/** Requests of one prefix in a row: from the third on, its node lies within the match and
- *  preble keeps a TTFT history under it. */
+/** Requests of one prefix, each CYCLE requests after the one before: more than IN_FLIGHT, so
+ *  the one before has ended and its slot, idle, holds the prefix (preble reuses only what an
+ *  idle slot holds); its node then lies within the match and preble keeps a TTFT history under it. */
 const PER_PREFIX = 5;
+const CYCLE = 10;
 /** Requests running at once: the oldest completes when one more is placed. */
 const IN_FLIGHT = 8;
 
@@ -38,9 +40,9 @@ function makeScheduler(policy: PolicyName, options: { maxSessions?: number; sess
   return { scheduler, clock };
 }
 
-/** Request i: prefix i / PER_PREFIX (unless given), then a suffix of its own; every token
- *  id distinct per part. */
-function request(i: number, prefix = Math.floor(i / PER_PREFIX)): PlacementRequest {
+/** Request i: its prefix (unless given; CYCLE prefixes take turns, PER_PREFIX requests
+ *  each), then a suffix of its own; every token id distinct per part. */
+function request(i: number, prefix = Math.floor(i / (PER_PREFIX * CYCLE)) * CYCLE + (i % CYCLE)): PlacementRequest {
   const tokens = new Array<number>(PREFIX + SUFFIX);
   for (let k = 0; k < PREFIX; k++) tokens[k] = 10 + prefix * PREFIX + k;
   for (let k = 0; k < SUFFIX; k++) tokens[PREFIX + k] = 100_000_000 + i * SUFFIX + k;

@@ -435,7 +435,8 @@ export class RadixTree {
 
   /**
    * The longest prefix of the matched prompt that one of the worker's slots holds, among the
-   * slots `busy` does not mark (0 when none; a slot the worker never reported holds nothing).
+   * slots `busy` counts no running request in (0 when none; a slot the worker never reported
+   * holds nothing).
    * A request admitted now reuses only what an idle slot holds: a worker's local scheduler
    * gives it an idle slot at once, and a prefix that only a running request's slot holds is
    * recomputed there (each sequence has its own KV cells; nothing is shared between them).
@@ -449,7 +450,7 @@ export class RadixTree {
     let best = 0;
     for (let slot = 0; slot < book.slots.length; slot++) {
       let node = book.slots[slot] ?? null;
-      if (node === null || busy[slot] === 1 || !node.attached) continue;
+      if (node === null || (busy[slot] ?? 0) > 0 || !node.attached) continue;
       // Deepest first on both sides: the path pointer only moves towards the root.
       let k = path.length - 1;
       while (node !== null && k >= 0) {
