@@ -53,8 +53,6 @@ interface WorkerState extends FleetWorker {
   othersInFlight: number;
   /** Uncached prompt tokens of its requests whose first token has not come (waiting or in prefill), by prefill rank. */
   pendingPrefillByRank: Float64Array;
-  /** Per slot, the requests running in it (its tickets' reports: one, unless reports overlap). */
-  busySlots: Int32Array;
 }
 
 interface ModelState {
@@ -177,7 +175,6 @@ export class GlobalScheduler {
       prefillWindow: new WindowedSum(this.options.windowMs),
       activeTokens: 0,
       pendingPrefillByRank,
-      busySlots: new Int32Array(spec.slots),
       othersInFlight: 0,
       view: {
         id: spec.id,
@@ -261,6 +258,7 @@ export class GlobalScheduler {
     emptyArray(candidates);
     const workers = this.workerList;
     const lent = lentPlaces(workers, request.modelId, this.options.maxQueuePerWorker);
+    model.tree.markReusable(match);
     for (let i = 0; i < workers.length; i++) {
       const worker = workers[i]!;
       if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, lent, this.options.maxQueuePerWorker)) continue;
@@ -269,7 +267,7 @@ export class GlobalScheduler {
       view.inFlight = worker.inFlight + worker.othersInFlight;
       const held = match.heldBy(worker.spec.id);
       view.matchedTokens = held;
-      view.reusableTokens = held > 0 && model.tree.reportsSlots(worker.spec.id) ? model.tree.idleSlotPrefix(worker.spec.id, match, worker.busySlots) : held;
+      view.reusableTokens = held > 0 && model.tree.reportsSlots(worker.spec.id) ? model.tree.reusableLength(worker.spec.id) : held;
       if (worker.account.dropped) worker.account = model.tree.account(worker.spec.id);
       view.kvTokens = worker.account.used;
       view.activeTokens = worker.activeTokens;
@@ -312,15 +310,8 @@ export class GlobalScheduler {
   /** The request's prefill no longer loads its worker: its first token came. */
   private setSlotBusy(workerId: string, slot: number, busy: boolean): void {
     const worker = this.workers.get(workerId);
-    if (worker === undefined || !Number.isInteger(slot) || slot < 0) return;
-    // A worker may report more slots than it was added with (a remote engine's own count).
-    if (slot >= worker.busySlots.length) {
-      const grown = new Int32Array(Math.max(slot + 1, 2 * worker.busySlots.length));
-      grown.set(worker.busySlots);
-      worker.busySlots = grown;
-    }
-    // Counted, not flagged: a report of a new request in a slot may come before the old one's end.
-    worker.busySlots[slot] = Math.max(0, worker.busySlots[slot]! + (busy ? 1 : -1));
+    if (worker === undefined) return;
+    this.models.get(worker.spec.modelId)?.tree.setSlotRunning(workerId, slot, busy);
   }
 
   private prefillDone(ticket: PlacementTicket): void {
@@ -355,7 +346,6 @@ export class GlobalScheduler {
         tree.dropWorker(event.workerId);
         tree.setCapacity(event.workerId, worker.spec.capacityTokens);
         worker.unreported.clear();
-        worker.busySlots.fill(0);
         return;
       case "slot-holds": {
         // The tree keeps per slot its deepest node and per node how many slots hold it: the

@@ -1221,40 +1221,63 @@ describe("RadixTree slot reports against a naive reference (seeded random sequen
   }
 });
 
-describe("RadixTree.idleSlotPrefix: what a request admitted now would reuse", () => {
-  it("is the longest prefix an idle slot holds, through splits, partial matches and capacity cuts", () => {
+/** The longest prefix of `tokens` an idle slot of the worker holds, as the scheduler reads it. */
+function reusable(tree: RadixTree, workerId: string, tokens: number[]): number {
+  tree.markReusable(tree.matchInto(new PromptMatch(), tokens));
+  return tree.reusableLength(workerId);
+}
+
+describe("RadixTree.markReusable: what a request admitted now would reuse", () => {
+  it("is the longest prefix an idle slot holds, through splits, partial matches and slots turning busy and idle", () => {
     const tree = new RadixTree({ now: () => 0 });
     const doc = range(100, 140);
     tree.setSlot("w", 0, [...doc, 1, 2, 3]);
     tree.setSlot("w", 1, [...doc.slice(0, 10), 9, 9]); // splits the document's node at 10
     tree.setSlot("w", 2, [7, 7, 7]);
     const prompt = [...doc, 1, 2, 8];
-    const match = tree.matchInto(new PromptMatch(), prompt);
-    expect(tree.idleSlotPrefix("w", match, [0, 0, 0])).toBe(42);
-    expect(tree.idleSlotPrefix("w", match, [1, 0, 0])).toBe(10); // slot 0 runs: only slot 1's head
-    expect(tree.idleSlotPrefix("w", match, [1, 1, 0])).toBe(0);
-    expect(tree.idleSlotPrefix("other", match, [0, 0, 0])).toBe(0);
+    expect(reusable(tree, "w", prompt)).toBe(42);
+    tree.setSlotRunning("w", 0, true); // slot 0 runs a request: only slot 1's head is idle
+    expect(reusable(tree, "w", prompt)).toBe(10);
+    tree.setSlotRunning("w", 1, true);
+    expect(reusable(tree, "w", prompt)).toBe(0);
+    expect(reusable(tree, "other", prompt)).toBe(0);
+    // A slot's new content while it runs is not reusable; once its request ends, it is.
+    tree.setSlot("w", 0, [...doc, 5]);
+    expect(reusable(tree, "w", [...doc, 5, 6])).toBe(0);
+    tree.setSlotRunning("w", 0, false);
+    expect(reusable(tree, "w", [...doc, 5, 6])).toBe(41);
     // A prompt that ends inside a slot's node reuses only what it has.
-    const short = tree.matchInto(new PromptMatch(), doc.slice(0, 25));
-    expect(tree.idleSlotPrefix("w", short, [0, 0, 0])).toBe(25);
+    expect(reusable(tree, "w", doc.slice(0, 25))).toBe(25);
+    expect(() => tree.setSlotRunning("w", -1, true)).toThrow(RangeError);
   });
 
-  it("agrees with the slots' own contents (seeded random slots and busy marks)", () => {
-    for (const seed of [1, 2, 3]) {
+  it("agrees with the slots' own contents (seeded random slots, requests starting and ending, capacity cuts, two workers)", () => {
+    for (const seed of [1, 2, 3, 4]) {
       const random = mulberry32(seed);
       const tree = new RadixTree({ now: () => 0 });
       const pick = (n: number) => Math.floor(random() * n);
       const heads = [range(0, 30), range(50, 70), range(200, 203)];
       const prompt = () => [...heads[pick(3)]!.slice(0, 1 + pick(30)), ...range(1000 + pick(5) * 10, 1000 + pick(5) * 10 + pick(8))];
-      for (let step = 0; step < 300; step++) {
-        tree.setSlot("w", pick(6), prompt());
-        if (step % 50 === 0) tree.setCapacity("w", 40 + pick(80));
-        const busy = Array.from({ length: 6 }, () => (random() < 0.4 ? 1 : 0));
+      const running: Record<string, number[]> = { a: new Array(6).fill(0), b: new Array(6).fill(0) };
+      for (let step = 0; step < 400; step++) {
+        const worker = random() < 0.5 ? "a" : "b";
+        const slot = pick(6);
+        const roll = random();
+        if (roll < 0.4) tree.setSlot(worker, slot, prompt());
+        else if (roll < 0.6) {
+          running[worker]![slot]!++;
+          tree.setSlotRunning(worker, slot, true);
+        } else if (roll < 0.8) {
+          running[worker]![slot] = Math.max(0, running[worker]![slot]! - 1);
+          tree.setSlotRunning(worker, slot, false);
+        } else if (roll < 0.83) tree.setCapacity(worker, 40 + pick(80));
+        else tree.placeOn(worker, prompt()); // an estimate no slot holds
         const tokens = prompt();
-        const match = tree.matchInto(new PromptMatch(), tokens);
-        let expected = 0;
-        for (let slot = 0; slot < 6; slot++) if (busy[slot] === 0) expected = Math.max(expected, commonPrefixLength(tree.slotContent("w", slot), tokens));
-        expect(tree.idleSlotPrefix("w", match, busy)).toBe(Math.min(expected, tree.heldLength("w", tokens)));
+        for (const id of ["a", "b"]) {
+          let expected = 0;
+          for (let s = 0; s < 6; s++) if (running[id]![s] === 0) expected = Math.max(expected, commonPrefixLength(tree.slotContent(id, s), tokens));
+          expect(reusable(tree, id, tokens)).toBe(expected);
+        }
       }
     }
   });

@@ -30,6 +30,8 @@ export class Holder {
   heldChildren = 0;
   /** Slots of this worker whose reported content covers this node (> 0 only while cached). */
   slotRefs = 0;
+  /** Those of them that run no request now (what a request admitted now could reuse). */
+  idleSlotRefs = 0;
   /** Scratch mark of an eviction plan (dedupes heap entries). */
   planMark = 0;
   /** The key of an entry of this record known to be in its worker's leaf heap (NaN: none

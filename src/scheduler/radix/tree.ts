@@ -34,6 +34,8 @@ function isPrefixMatch(x: TokenIds | PrefixMatch): x is PrefixMatch {
  *  afterwards: it may keep views of Int32Array ones instead of copies (see TokenStore). */
 export class RadixTree {
   private readonly workers = new Map<WorkerId, WorkerCacheBook>();
+  /** The current `markReusable` pass (the books keep its result under it). */
+  private reusableStamp = 0;
   private readonly trie: TokenTrie;
   private readonly root: RadixNode;
   private readonly clock: WindowClock;
@@ -369,10 +371,12 @@ export class RadixTree {
     const book = this.ensureWorker(workerId);
     const previous = book.slots[slot] ?? null;
     while (book.slots.length <= slot) book.slots.push(null);
+    // The old content and the new both count the slot as idle, or neither.
+    const idle = book.isIdle(slot);
     const n = tokens.length;
     if (n === 0) {
       book.slots[slot] = null;
-      const released = book.releaseSlot(previous);
+      const released = book.releaseSlot(previous, idle);
       book.maybeCompact();
       return { held: 0, added: 0, evicted: NO_EVICTIONS, released };
     }
@@ -388,11 +392,12 @@ export class RadixTree {
       const h = node.holderOf(book);
       if (h === undefined || !h.cached) break;
       h.slotRefs++;
+      if (idle) h.idleSlotRefs++;
       node.protectMark = mark;
       held = node.contextLength;
     }
     book.slots[slot] = null;
-    const released = book.releaseSlot(previous);
+    const released = book.releaseSlot(previous, idle);
     // Then as insert: make room for the rest (never evicting the content's own cached part)
     // and record what fits.
     const need = n - held;
@@ -409,7 +414,11 @@ export class RadixTree {
         node = this.trie.split(node, target - node.startLength);
       }
       dh = book.cache(node, now);
-      if (i >= cachedNodes) dh.slotRefs++; // the first ones have theirs
+      if (i >= cachedNodes) {
+        // The first ones have theirs.
+        dh.slotRefs++;
+        if (idle) dh.idleSlotRefs++;
+      }
       deepest = node;
       if (node.contextLength === target) break;
     }
@@ -434,36 +443,43 @@ export class RadixTree {
   }
 
   /**
-   * The longest prefix of the matched prompt that one of the worker's slots holds, among the
-   * slots `busy` counts no running request in (0 when none; a slot the worker never reported
-   * holds nothing).
-   * A request admitted now reuses only what an idle slot holds: a worker's local scheduler
-   * gives it an idle slot at once, and a prefix that only a running request's slot holds is
-   * recomputed there (each sequence has its own KV cells; nothing is shared between them).
-   * `match` must be the prompt's match taken since the tree last changed. Walks up from each
-   * idle slot's deepest node to the first node on the prompt's path: O(slots x depth).
+   * A request runs in the worker's slot (`running`), or has left it. A slot that runs none is
+   * idle: what it holds is what a request admitted now could reuse (`markReusable`).
    */
-  idleSlotPrefix(workerId: WorkerId, match: PromptMatch, busy: ArrayLike<number>): number {
-    const book = this.workers.get(workerId);
-    if (book === undefined) return 0;
+  setSlotRunning(workerId: WorkerId, slot: number, running: boolean): void {
+    if (!Number.isInteger(slot) || slot < 0 || slot >= MAX_SLOTS) throw new RangeError(`slot must be an integer in [0, ${MAX_SLOTS}), got ${slot}`);
+    this.ensureWorker(workerId).countRunning(slot, running ? 1 : -1);
+  }
+
+  /**
+   * For every worker, the longest prefix of the matched prompt that one of its idle slots
+   * holds, read back with `reusableLength` until the next mark. A worker's local scheduler
+   * admits a request into an idle slot at once, and each slot has its own KV cells: a prefix
+   * that only a running request's slot holds (or that a placed request is still to compute)
+   * is computed again in the new slot. One pass over the prompt's path and its holders: each
+   * node counts the worker's idle slots that hold it.
+   */
+  markReusable(match: PromptMatch): void {
+    const stamp = ++this.reusableStamp;
     const path = match.nodes;
-    let best = 0;
-    for (let slot = 0; slot < book.slots.length; slot++) {
-      let node = book.slots[slot] ?? null;
-      if (node === null || (busy[slot] ?? 0) > 0 || !node.attached) continue;
-      // Deepest first on both sides: the path pointer only moves towards the root.
-      let k = path.length - 1;
-      while (node !== null && k >= 0) {
-        const start = node.startLength;
-        while (k >= 0 && path[k]!.startLength > start) k--;
-        if (k >= 0 && path[k] === node) {
-          best = Math.max(best, Math.min(node.contextLength, match.matchedTokens));
-          break;
-        }
-        node = node.parent;
+    for (let i = 0; i < path.length; i++) {
+      const node = path[i]!;
+      const length = Math.min(node.contextLength, match.matchedTokens);
+      const holders = node.holders;
+      for (let k = 0; k < holders.length; k++) {
+        const h = holders[k]!;
+        if (!h.cached || h.idleSlotRefs <= 0) continue;
+        // Root side first: a deeper node overwrites.
+        h.book.reusableStamp = stamp;
+        h.book.reusableLength = length;
       }
     }
-    return best;
+  }
+
+  /** What `markReusable` found for the worker (0: no idle slot holds any of the prompt). */
+  reusableLength(workerId: WorkerId): number {
+    const book = this.workers.get(workerId);
+    return book !== undefined && book.reusableStamp === this.reusableStamp ? book.reusableLength : 0;
   }
 
   /** Whether the worker ever reported what a slot holds (engines without slot reports never do). */

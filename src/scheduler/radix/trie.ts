@@ -207,6 +207,7 @@ export class TokenTrie implements SegmentOwners {
       c.inFlight = h.inFlight;
       c.heldChildren = h.cached ? 1 : 0;
       c.slotRefs = h.slotRefs;
+      c.idleSlotRefs = h.idleSlotRefs;
       head.holders.push(c);
       if (h.cached) h.book.nodes++;
     }

@@ -21,6 +21,13 @@ export class WorkerCacheBook implements WorkerAccount {
   /** Per slot, the deepest node of what the slot holds (its length is that node's
    *  contextLength), null when empty: the whole slot mirror, one reference per slot. */
   readonly slots: (RadixNode | null)[] = [];
+  /** Per slot, the requests running in it now (its tickets' reports; one, unless reports
+   *  overlap). A slot with none is idle: its content is reusable by the next request. */
+  running: Int32Array = new Int32Array(0);
+  /** Scratch of `RadixTree.markReusable`: the longest prefix of the marked prompt an idle
+   *  slot of this worker holds, valid while `reusableStamp` is the tree's current stamp. */
+  reusableStamp = 0;
+  reusableLength = 0;
   /** Scratch of `evict`: the entries it passed over, to go back in the heap. */
   private readonly passedKeys: number[] = [];
   private readonly passedNodes: RadixNode[] = [];
@@ -64,6 +71,7 @@ export class WorkerCacheBook implements WorkerAccount {
         }
       }
       h.slotRefs = 0;
+      h.idleSlotRefs = 0;
     }
     h.cached = false;
     h.heldChildren = 0;
@@ -113,16 +121,40 @@ export class WorkerCacheBook implements WorkerAccount {
    * slot and every request in flight that reaches below a node reaches the node). Returns the
    * tokens the worker no longer holds.
    */
-  releaseSlot(node: RadixNode | null): number {
+  releaseSlot(node: RadixNode | null, idle: boolean): number {
     let freed = 0;
     while (node !== null && node !== this.trie.root) {
       const parent: RadixNode = node.parent!;
       const h = node.holderOf(this)!;
       h.slotRefs--;
+      if (idle) h.idleSlotRefs--;
       if (h.slotRefs === 0 && h.inFlight === 0 && h.cached) freed += this.uncacheSubtree(node);
       node = parent;
     }
     return freed;
+  }
+
+  /** Whether no request runs in `slot` now. */
+  isIdle(slot: number): boolean {
+    return (this.running[slot] ?? 0) === 0;
+  }
+
+  /** One more (`delta` 1) or one fewer (-1) request runs in `slot`; when the slot turns busy
+   *  or idle, every node of its content counts it as idle no more, or again. */
+  countRunning(slot: number, delta: 1 | -1): void {
+    if (slot >= this.running.length) {
+      const grown = new Int32Array(Math.max(slot + 1, 2 * this.running.length));
+      grown.set(this.running);
+      this.running = grown;
+    }
+    const before = this.running[slot]!;
+    const after = Math.max(0, before + delta);
+    this.running[slot] = after;
+    if ((before === 0) === (after === 0)) return;
+    const change = after === 0 ? 1 : -1;
+    for (let node = this.slots[slot] ?? null; node !== null && node !== this.trie.root; node = node.parent) {
+      node.holderOf(this)!.idleSlotRefs += change;
+    }
   }
 
   /** `node` (h: the worker's record there) is one of the worker's leaves at its last access. */
