@@ -138,7 +138,7 @@ export class GlobalScheduler {
   /** What every ticket this scheduler issues reports to. */
   private readonly ticketBook: TicketBook = {
     slotHolds: (workerId, slot, tokens) => this.applyCacheEvent({ type: "slot-holds", workerId, slot, tokens }),
-    slotBusy: (workerId, slot, busy) => this.setSlotBusy(workerId, slot, busy),
+    slotRunning: (workerId, slot, running) => this.setSlotRunning(workerId, slot, running),
     release: (ticket, outcome) => this.release(ticket, outcome),
     workerDown: (workerId) => this.setAlive(workerId, false),
     prefillDone: (ticket) => this.prefillDone(ticket),
@@ -307,13 +307,14 @@ export class GlobalScheduler {
     if (outcome.ok) model?.outputs.push(outcome.completionTokens);
   }
 
-  /** The request's prefill no longer loads its worker: its first token came. */
-  private setSlotBusy(workerId: string, slot: number, busy: boolean): void {
+  /** A request runs in the worker's slot, or left it: the tree counts what idle slots hold. */
+  private setSlotRunning(workerId: string, slot: number, running: boolean): void {
     const worker = this.workers.get(workerId);
     if (worker === undefined) return;
-    this.models.get(worker.spec.modelId)?.tree.setSlotRunning(workerId, slot, busy);
+    this.models.get(worker.spec.modelId)?.tree.setSlotRunning(workerId, slot, running);
   }
 
+  /** The request's prefill no longer loads its worker: its first token came. */
   private prefillDone(ticket: PlacementTicket): void {
     const worker = this.workers.get(ticket.workerId);
     if (worker) addPending(worker, ticket.request.tokens.length, ticket.uncachedTokens, -1);

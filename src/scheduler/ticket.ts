@@ -22,8 +22,8 @@ export interface FinishedRequest extends RequestOutcome {
 export interface TicketBook {
   /** The worker's slot now holds exactly `tokens` (the tree follows). */
   slotHolds(workerId: string, slot: number, tokens: TokenIds): void;
-  /** The request runs in the worker's slot (`busy`), or has left it. */
-  slotBusy(workerId: string, slot: number, busy: boolean): void;
+  /** The request runs in the worker's slot (`running`), or has left it. */
+  slotRunning(workerId: string, slot: number, running: boolean): void;
   /** Releases the request's load and lets the policy and the time model learn from it. */
   release(ticket: PlacementTicket, outcome: FinishedRequest): void;
   /** The worker is down: never chosen, its cache forgotten, until it is back. */
@@ -59,7 +59,7 @@ export class PlacementTicket {
   started(slot: number): void {
     if (this.done || this.lost) return;
     this.slot = slot;
-    this.book.slotBusy(this.workerId, slot, true);
+    this.book.slotRunning(this.workerId, slot, true);
     this.book.slotHolds(this.workerId, slot, this.request.tokens);
   }
 
@@ -78,7 +78,7 @@ export class PlacementTicket {
   finished(outcome: FinishedRequest): void {
     if (this.done) return;
     this.done = true;
-    if (this.slot !== undefined) this.book.slotBusy(this.workerId, this.slot, false);
+    if (this.slot !== undefined) this.book.slotRunning(this.workerId, this.slot, false);
     this.book.release(this, outcome);
     const held = outcome.heldPromptTokens ?? this.request.tokens.length;
     if (this.slot !== undefined && !this.lost && held < this.request.tokens.length) {
