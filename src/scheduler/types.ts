@@ -88,8 +88,7 @@ export interface PlacementContext {
   /** The request matched against that tree, once per request. */
   match: PrefixMatch;
   timeModel(workerId: string): TimeModel;
-  /** Prefill work (ms) placed on the worker within the load window (Preble's L, prefill part;
-   *  the built-in preble leaves it out, W prices the prefill still ahead). */
+  /** Prefill work (ms) placed on the worker within the load window: Preble's L, prefill part. */
   windowedPrefillMs(workerId: string): number;
   /** Output tokens to expect from a request: median of recent outputs, else its max_tokens. */
   expectedOutputTokens(request: PlacementRequest): number;

@@ -236,23 +236,6 @@ describe("preble: E2", () => {
     expect(ticket.workerId).toBe("w0");
   });
 
-  it("prices what is ahead now, not the window's finished prefills: a cold request goes to the idle worker that did more work", () => {
-    const { scheduler } = harness("preble", ["w0", "w1"]);
-    // w0 evaluated forty long prompts in the window, all of them done; w1 has one request decoding now.
-    for (let i = 0; i < 40; i++) {
-      const done = scheduler.place(single(300 + i, 3000), "w0")!;
-      done.started(0);
-      done.firstToken();
-      done.finished({ ok: true, promptTokens: 3000, cachedTokens: 0, completionTokens: 16, ttftMs: 10 });
-    }
-    const decoding = scheduler.place(single(350, 100), "w1")!;
-    decoding.started(0);
-    decoding.firstToken();
-    const cold = scheduler.place(single(351, 2000))!;
-    expect(cold.placement.reason).toBe("explore");
-    expect(cold.workerId).toBe("w0");
-  });
-
   it("prices the prefill a worker is still evaluating: a cold request avoids a worker busy with a long prompt's prefill", () => {
     const { scheduler } = harness("preble", ["w0", "w1"]);
     // The same prefill work in both workers' windows: w1's is done, w0's has a slot but no first token yet.

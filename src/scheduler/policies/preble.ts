@@ -15,13 +15,9 @@
 //   - Explore otherwise: go to the worker with the lowest total cost.
 // Cost of a worker w, in milliseconds from w's own time model (M is only priced where it can
 // change the outcome; `costs` in the decision lists the workers that were fully priced):
-//   L  decode load = requests in flight x expected output tokens x decode ms per token
-//      (expected output = median of the last 200 outputs, else max_tokens). Preble's L also
-//      adds the prefill work placed on w over the window H (3 minutes); here W prices the
-//      prefill that is still ahead on w, and the window's finished prefills only pushed
-//      cold prompts off workers that were idle now: on the simulated NExT-QA fleet of 8 cards
-//      (~10k-token prompts) preble sustained 0.945x dynamo's rate at the SLO with them, 0.99x
-//      without (docs/placement.md; every workload and size judged at once);
+//   L  load over the window H (Preble: 3 minutes): the prefill work placed on w in the
+//      window, plus decode load = requests in flight x expected output tokens x decode ms
+//      per token (expected output = median of the last 200 outputs, else max_tokens);
 //   M  eviction: the entries LRU would push out of w to fit this request, each priced as
 //      its future recompute = its requests in the window x its prefill time;
 //   P  this request's new prefill on w: prefill of (n - what w could reuse now) at context n;
@@ -240,7 +236,7 @@ export class PreblePolicy implements PlacementPolicy {
       const worker = candidates[i]!;
       const model = context.timeModel(worker.id);
       const slotMs = expectedOutput * model.decodeMsPerToken(n);
-      loads[i] = worker.inFlight * slotMs;
+      loads[i] = context.windowedPrefillMs(worker.id) + worker.inFlight * slotMs;
       firstToken[i] = waitMs(worker, model, slotMs, n) + model.prefillMs(n - worker.reusableTokens, n);
       partial[i] = loads[i]! + firstToken[i]!;
     }
