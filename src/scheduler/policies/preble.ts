@@ -7,8 +7,8 @@
 // slot its own cells, and a prefix that only a running request's slot holds (or that a
 // request placed there is still to compute) is computed again in another slot. Counting it
 // as a hit sent such requests to a busy holder to recompute their prompt beside it: on the
-// simulated LooGLE fleets (~23k-token documents) they were nine in ten of preble's slowest
-// 1 %, each with nothing cached.
+// simulated LooGLE fleet of 8 cards (~23k-token documents) they were nine in ten of preble's
+// slowest 1 %, each with nothing cached (docs/placement.md).
 //   - Exploit when remaining < matched: the cache covers more than what is left to compute.
 //     Go to the cheapest of the workers holding that longest prefix, unless another worker
 //     would give the request its first token sooner ("yield", below).
