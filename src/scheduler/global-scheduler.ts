@@ -258,7 +258,6 @@ export class GlobalScheduler {
     emptyArray(candidates);
     const workers = this.workerList;
     const lent = lentPlaces(workers, request.modelId, this.options.maxQueuePerWorker);
-    model.tree.markReusable(match);
     for (let i = 0; i < workers.length; i++) {
       const worker = workers[i]!;
       if (!isAliveFor(worker, request.modelId) || !hasRoom(worker, lent, this.options.maxQueuePerWorker)) continue;
@@ -267,7 +266,7 @@ export class GlobalScheduler {
       view.inFlight = worker.inFlight + worker.othersInFlight;
       const held = match.heldBy(worker.spec.id);
       view.matchedTokens = held;
-      view.reusableTokens = held > 0 && model.tree.reportsSlots(worker.spec.id) ? model.tree.reusableLength(worker.spec.id) : held;
+      view.reusableTokens = held > 0 && model.tree.reportsSlots(worker.spec.id) ? match.reusableBy(worker.spec.id) : held;
       if (worker.account.dropped) worker.account = model.tree.account(worker.spec.id);
       view.kvTokens = worker.account.used;
       view.activeTokens = worker.activeTokens;

@@ -1223,11 +1223,10 @@ describe("RadixTree slot reports against a naive reference (seeded random sequen
 
 /** The longest prefix of `tokens` an idle slot of the worker holds, as the scheduler reads it. */
 function reusable(tree: RadixTree, workerId: string, tokens: number[]): number {
-  tree.markReusable(tree.matchInto(new PromptMatch(), tokens));
-  return tree.reusableLength(workerId);
+  return tree.matchInto(new PromptMatch(), tokens).reusableBy(workerId);
 }
 
-describe("RadixTree.markReusable: what a request admitted now would reuse", () => {
+describe("PromptMatch.reusableBy: what a request admitted now would reuse", () => {
   it("is the longest prefix an idle slot holds, through splits, partial matches and slots turning busy and idle", () => {
     const tree = new RadixTree({ now: () => 0 });
     const doc = range(100, 140);

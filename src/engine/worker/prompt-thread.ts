@@ -84,7 +84,7 @@ async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
     chatHistory: chatHistoryOf(task.messages, tokenizer.chatWrapper),
     ...(task.tools ? { availableFunctions: availableFunctionsOf(task.tools) } : {}),
   });
-  const tokens = withBos(tokenizer.model, contextText.tokenize(tokenizer.model.tokenizer));
+  const tokens = promptWithBos(contextText.tokenize(tokenizer.model.tokenizer), bosOf(tokenizer.model));
   return {
     tokens,
     chatTemplate: tokenizer.chatWrapper.wrapperName,
@@ -100,7 +100,7 @@ async function renderChat(task: ChatPromptTask): Promise<PreparedPrompt> {
 async function tokenizeText(task: TextPromptTask): Promise<TokenizedText> {
   const { model } = await tokenizerOf(task.modelId);
   const tokens = model.tokenize(task.text, true, bosOf(model) !== null ? "trimLeadingSpace" : undefined);
-  return { tokens: withBos(model, tokens) };
+  return { tokens: promptWithBos(tokens, bosOf(model)) };
 }
 
 async function vocabInfo(task: VocabTask): Promise<VocabInfo> {
@@ -117,11 +117,8 @@ async function vocabInfo(task: VocabTask): Promise<VocabInfo> {
   return { size, bos: bosOf(model), longestTokenBytes };
 }
 
+/** The token the worker's prompts start with (null: the model wants none); the exact tokens
+ *  the worker evaluates carry it first (promptWithBos). */
 function bosOf(model: LlamaModel): number | null {
   return model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
-}
-
-/** The exact tokens the worker evaluates: BOS first whenever the model's tokenizer wants one. */
-function withBos(model: LlamaModel, tokens: readonly number[]): Int32Array {
-  return promptWithBos(tokens, bosOf(model));
 }

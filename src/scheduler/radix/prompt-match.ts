@@ -21,6 +21,10 @@ export class PromptMatch implements PrefixMatch {
    *  its longest, since what a worker caches is prefix-closed. */
   private readonly heldBooks: WorkerCacheBook[] = [];
   private readonly heldLengths: number[] = [];
+  /** The same for what the worker's idle slots hold (`Holder.idleSlotRefs`): what a request
+   *  admitted there now would reuse. */
+  private readonly reusableBooks: WorkerCacheBook[] = [];
+  private readonly reusableLengths: number[] = [];
   private perWorkerMap: Map<WorkerId, number> | undefined;
 
   get path(): readonly RadixNodeView[] {
@@ -44,6 +48,18 @@ export class PromptMatch implements PrefixMatch {
     return 0;
   }
 
+  /**
+   * The longest prefix of the prompt an idle slot of the worker holds (0 when none). A
+   * worker's local scheduler admits a request into an idle slot at once, and each slot has
+   * its own KV cells: what only a running request's slot holds (or what a placed request is
+   * still to compute) would be computed again in the new slot.
+   */
+  reusableBy(workerId: WorkerId): number {
+    const books = this.reusableBooks;
+    for (let i = books.length - 1; i >= 0; i--) if (books[i]!.id === workerId) return this.reusableLengths[i]!;
+    return 0;
+  }
+
   /** Starts a new match of `tokens` against the trie at `version`. */
   reset(tokens: TokenIds, version: number): void {
     this.tokens = tokens;
@@ -53,7 +69,15 @@ export class PromptMatch implements PrefixMatch {
     emptyArray(this.nodes);
     emptyArray(this.heldBooks);
     emptyArray(this.heldLengths);
+    emptyArray(this.reusableBooks);
+    emptyArray(this.reusableLengths);
     this.perWorkerMap = undefined;
+  }
+
+  /** The walk found an idle slot of the worker holding the prompt's first `length` tokens. */
+  reusable(book: WorkerCacheBook, length: number): void {
+    this.reusableBooks.push(book);
+    this.reusableLengths.push(length);
   }
 
   /** The walk found the worker caching the prompt's first `length` tokens. */

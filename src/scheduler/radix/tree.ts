@@ -34,8 +34,6 @@ function isPrefixMatch(x: TokenIds | PrefixMatch): x is PrefixMatch {
  *  afterwards: it may keep views of Int32Array ones instead of copies (see TokenStore). */
 export class RadixTree {
   private readonly workers = new Map<WorkerId, WorkerCacheBook>();
-  /** The current `markReusable` pass (the books keep its result under it). */
-  private reusableStamp = 0;
   private readonly trie: TokenTrie;
   private readonly root: RadixNode;
   private readonly clock: WindowClock;
@@ -444,42 +442,11 @@ export class RadixTree {
 
   /**
    * A request runs in the worker's slot (`running`), or has left it. A slot that runs none is
-   * idle: what it holds is what a request admitted now could reuse (`markReusable`).
+   * idle: what it holds is what a request admitted now could reuse (`PromptMatch.reusableBy`).
    */
   setSlotRunning(workerId: WorkerId, slot: number, running: boolean): void {
     if (!Number.isInteger(slot) || slot < 0 || slot >= MAX_SLOTS) throw new RangeError(`slot must be an integer in [0, ${MAX_SLOTS}), got ${slot}`);
     this.ensureWorker(workerId).countRunning(slot, running ? 1 : -1);
-  }
-
-  /**
-   * For every worker, the longest prefix of the matched prompt that one of its idle slots
-   * holds, read back with `reusableLength` until the next mark. A worker's local scheduler
-   * admits a request into an idle slot at once, and each slot has its own KV cells: a prefix
-   * that only a running request's slot holds (or that a placed request is still to compute)
-   * is computed again in the new slot. One pass over the prompt's path and its holders: each
-   * node counts the worker's idle slots that hold it.
-   */
-  markReusable(match: PromptMatch): void {
-    const stamp = ++this.reusableStamp;
-    const path = match.nodes;
-    for (let i = 0; i < path.length; i++) {
-      const node = path[i]!;
-      const length = Math.min(node.contextLength, match.matchedTokens);
-      const holders = node.holders;
-      for (let k = 0; k < holders.length; k++) {
-        const h = holders[k]!;
-        if (!h.cached || h.idleSlotRefs <= 0) continue;
-        // Root side first: a deeper node overwrites.
-        h.book.reusableStamp = stamp;
-        h.book.reusableLength = length;
-      }
-    }
-  }
-
-  /** What `markReusable` found for the worker (0: no idle slot holds any of the prompt). */
-  reusableLength(workerId: WorkerId): number {
-    const book = this.workers.get(workerId);
-    return book !== undefined && book.reusableStamp === this.reusableStamp ? book.reusableLength : 0;
   }
 
   /** Whether the worker ever reported what a slot holds (engines without slot reports never do). */

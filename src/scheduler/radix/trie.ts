@@ -74,7 +74,9 @@ export class TokenTrie implements SegmentOwners {
       const hs = child.holders;
       for (let k = 0; k < hs.length; k++) {
         const h = hs[k]!;
-        if (h.cached) m.held(h.book, pos);
+        if (!h.cached) continue;
+        m.held(h.book, pos);
+        if (h.idleSlotRefs > 0) m.reusable(h.book, pos);
       }
       if (i < child.segLength) break;
       node = child;

@@ -24,10 +24,6 @@ export class WorkerCacheBook implements WorkerAccount {
   /** Per slot, the requests running in it now (its tickets' reports; one, unless reports
    *  overlap). A slot with none is idle: its content is reusable by the next request. */
   running: Int32Array = new Int32Array(0);
-  /** Scratch of `RadixTree.markReusable`: the longest prefix of the marked prompt an idle
-   *  slot of this worker holds, valid while `reusableStamp` is the tree's current stamp. */
-  reusableStamp = 0;
-  reusableLength = 0;
   /** Scratch of `evict`: the entries it passed over, to go back in the heap. */
   private readonly passedKeys: number[] = [];
   private readonly passedNodes: RadixNode[] = [];
