@@ -25,7 +25,7 @@ import { PRESETS } from "../../src/presets/make-model.js";
 import { cpuSpec, kvBytesPerToken, readTimeModelFile } from "../sim/hardware.js";
 import type { SimResult, SpillSpec, WorkerSpec } from "../sim/simulator.js";
 import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";
-import { liveConfig, runLiveBench, type LiveOptions, type ReplaySample } from "./live-bench.js";
+import { armsOfRun, liveConfig, runLiveBench, type LiveOptions, type ReplaySample } from "./live-bench.js";
 import { mulberry32 } from "../../src/common/random.js";
 import { ordinaryTokenRange, simulateReplay, type ReplayRequest } from "./replay.js";
 
@@ -190,7 +190,7 @@ export async function repeatedLiveReplay(options: SimVsLiveOptions, repeats: num
   const samples = new Map<string, ReplaySample[]>(options.arms.map((arm) => [arm, []]));
   let calibration: Awaited<ReturnType<typeof runLiveReplay>>["calibration"] | undefined;
   for (let run = 0; run < repeats; run++) {
-    const arms = run % 2 === 0 ? options.arms : [...options.arms].reverse();
+    const arms = armsOfRun(options.arms, run);
     options.onProgress?.(`live run ${run + 1} of ${repeats}: ${arms.join(", ")}`);
     const live = await runLiveReplay({ ...options, arms });
     if (calibration && live.calibration.path !== calibration.path)

@@ -166,6 +166,85 @@ export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
   return results;
 }
 
+/** The arms' order in run `run` (from 0) of a repeated benchmark: as given, then reversed
+ *  every other run, so that no arm always runs first, on the freshest machine, or always
+ *  right after the same other arm. */
+export function armsOfRun(arms: readonly string[], run: number): string[] {
+  return run % 2 === 0 ? [...arms] : [...arms].reverse();
+}
+
+/** runLiveBench `runs` times, the arms taking turns (armsOfRun), each run's prompts salted
+ *  anew; per run, its results in `options.arms` order. */
+export async function runLiveBenchRuns(options: LiveOptions, runs: number): Promise<ArmResult[][]> {
+  const out: ArmResult[][] = [];
+  for (let run = 0; run < runs; run++) {
+    const arms = armsOfRun(options.arms, run);
+    options.onProgress?.(`run ${run + 1} of ${runs}: ${arms.join(", ")}`);
+    const results = await runLiveBench({ ...options, arms });
+    out.push(options.arms.map((arm) => results.find((result) => result.arm === arm)!));
+  }
+  return out;
+}
+
+/** One arm's samples from every run (its burst time: the median of the runs'). */
+export function pooledArm(runs: readonly (readonly ArmResult[])[], arm: string): ArmResult {
+  const ofArm = runs.map((run) => run.find((result) => result.arm === arm)).filter((result) => result !== undefined);
+  if (ofArm.length === 0) throw new Error(`bench:live: no run has arm ${arm}`);
+  return {
+    ...ofArm[0]!,
+    agentWarmTurns: ofArm.flatMap((result) => result.agentWarmTurns),
+    agentColdTurns: ofArm.flatMap((result) => result.agentColdTurns),
+    burstMs: median(ofArm.map((result) => result.burstMs)),
+    burst: ofArm.flatMap((result) => result.burst),
+    trace: ofArm.flatMap((result) => result.trace),
+    replay: ofArm.flatMap((result) => result.replay),
+  };
+}
+
+/** Median TTFT of an arm's warm agent turns. */
+export function warmTurnTtftMs(result: ArmResult): number {
+  return median(result.agentWarmTurns.map((sample) => sample.ttftMs));
+}
+
+/** Within this factor of a reference arm counts as level with it. */
+export const BOTH_BAR = 1.05;
+
+export interface BothVerdict {
+  arm: string;
+  /** Median over the runs of (warm-turn TTFT p50 / always-pinned's in the same run). */
+  warmVsPinned: number;
+  /** Median over the runs of (burst time / always-spread's in the same run). */
+  burstVsSpread: number;
+  warmVsPinnedRuns: number[];
+  burstVsSpreadRuns: number[];
+  /** Both medians within BOTH_BAR: as warm as always-pinned and as fast a burst as always-spread. */
+  both: boolean;
+}
+
+/**
+ * Each policy against the reference arms of the same run (warm turns against `pinned`, the
+ * burst against `spread`; a run without the reference gives NaN), the median over the runs.
+ * A run's arms share its load, so the ratio cancels what the machine did meanwhile, where
+ * comparing pooled figures would not.
+ */
+export function bothVerdicts(runs: readonly (readonly ArmResult[])[], arms: readonly string[]): BothVerdict[] {
+  const perRun = (arm: string, reference: string, measure: (result: ArmResult) => number): number[] =>
+    runs.map((run) => {
+      const a = run.find((result) => result.arm === arm);
+      const b = run.find((result) => result.arm === reference);
+      return a && b ? measure(a) / measure(b) : Number.NaN;
+    });
+  return arms
+    .filter((arm) => arm !== "pinned" && arm !== "spread")
+    .map((arm) => {
+      const warmVsPinnedRuns = perRun(arm, "pinned", warmTurnTtftMs);
+      const burstVsSpreadRuns = perRun(arm, "spread", (result) => result.burstMs);
+      const warmVsPinned = median(warmVsPinnedRuns.filter(Number.isFinite));
+      const burstVsSpread = median(burstVsSpreadRuns.filter(Number.isFinite));
+      return { arm, warmVsPinned, burstVsSpread, warmVsPinnedRuns, burstVsSpreadRuns, both: warmVsPinned <= BOTH_BAR && burstVsSpread <= BOTH_BAR };
+    });
+}
+
 function existingCalibrations(): Set<string> {
   const dir = DEFAULT_CALIBRATION_DIR;
   return new Set(existsSync(dir) ? readdirSync(dir).map((name) => join(dir, name)) : []);

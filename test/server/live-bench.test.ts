@@ -4,39 +4,57 @@
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { PREDICTION, repeatedLiveReplay, runSimVsLive, SIM_VARIANTS } from "../../bench/live/compare.js";
-import { runLiveBench } from "../../bench/live/live-bench.js";
+import { bothVerdicts, runLiveBenchRuns } from "../../bench/live/live-bench.js";
 import { ordinaryTokenRange, simRequests, toolbenchReplay } from "../../bench/live/replay.js";
 
 describe("bench:live smoke run", () => {
-  it("runs every part for a reference arm and a policy, with per-request samples", async () => {
-    const results = await runLiveBench({
-      preset: "tiny",
-      workers: 2,
-      threads: 1,
-      arms: ["pinned", "shape"],
-      agentSessions: 1,
-      agentTurns: 3,
-      agentContextWords: 200,
-      burstRequests: 4,
-      burstPromptWords: 30,
-      traceRequests: 4,
-      tracePrefixes: 2,
-      tracePrefixWords: 100,
-      traceGapMs: 5,
-      maxTokens: 4,
-      seed: 1,
-    });
-    expect(results.map((result) => result.arm)).toEqual(["pinned", "shape"]);
-    for (const result of results) {
-      expect(result.agentColdTurns).toHaveLength(1);
-      expect(result.agentWarmTurns).toHaveLength(2);
-      expect(result.burst).toHaveLength(4);
-      expect(result.trace).toHaveLength(4);
-      // Warm turns are warm: most of each prompt came from the worker's cache.
-      for (const turn of result.agentWarmTurns) expect(turn.cachedTokens / turn.promptTokens).toBeGreaterThan(0.5);
+  it("runs every part for a reference arm and a policy, twice, the arms taking turns, with per-request samples", async () => {
+    const progress: string[] = [];
+    const runs = await runLiveBenchRuns(
+      {
+        preset: "tiny",
+        workers: 2,
+        threads: 1,
+        arms: ["pinned", "shape"],
+        agentSessions: 1,
+        agentTurns: 3,
+        agentContextWords: 200,
+        burstRequests: 4,
+        burstPromptWords: 30,
+        traceRequests: 4,
+        tracePrefixes: 2,
+        tracePrefixWords: 100,
+        traceGapMs: 5,
+        maxTokens: 4,
+        seed: 1,
+        onProgress: (line) => progress.push(line),
+      },
+      2,
+    );
+    expect(progress.filter((line) => line.startsWith("run "))).toEqual(["run 1 of 2: pinned, shape", "run 2 of 2: shape, pinned"]);
+    // The second run's servers started in the reverse order: shape's agent loop came first.
+    const agentLines = progress.filter((line) => line.endsWith(": agent loop"));
+    expect(agentLines).toEqual(["pinned: agent loop", "shape: agent loop", "shape: agent loop", "pinned: agent loop"]);
+    expect(runs).toHaveLength(2);
+    for (const results of runs) {
+      expect(results.map((result) => result.arm)).toEqual(["pinned", "shape"]);
+      for (const result of results) {
+        expect(result.agentColdTurns).toHaveLength(1);
+        expect(result.agentWarmTurns).toHaveLength(2);
+        expect(result.burst).toHaveLength(4);
+        expect(result.trace).toHaveLength(4);
+        // Warm turns are warm: most of each prompt came from the worker's cache.
+        for (const turn of result.agentWarmTurns) expect(turn.cachedTokens / turn.promptTokens).toBeGreaterThan(0.5);
+      }
+      expect(new Set(results[0]!.burst.map((sample) => sample.worker))).toEqual(new Set(["w0"])); // pinned
+      expect(new Set(results[1]!.burst.map((sample) => sample.worker))).toEqual(new Set(["w0", "w1"])); // shape spreads one-shots
     }
-    expect(new Set(results[0]!.burst.map((sample) => sample.worker))).toEqual(new Set(["w0"])); // pinned
-    expect(new Set(results[1]!.burst.map((sample) => sample.worker))).toEqual(new Set(["w0", "w1"])); // shape spreads one-shots
+    // Each run salts its prompts anew: the second run's first turn found nothing cached.
+    expect(runs[1]![0]!.agentColdTurns[0]!.cachedTokens).toBeLessThan(0.5 * runs[1]![0]!.agentColdTurns[0]!.promptTokens);
+    const verdicts = bothVerdicts(runs, ["pinned", "shape"]);
+    expect(verdicts.map((verdict) => verdict.arm)).toEqual(["shape"]);
+    expect(verdicts[0]!.warmVsPinnedRuns).toHaveLength(2);
+    expect(verdicts[0]!.burstVsSpreadRuns.every(Number.isNaN)).toBe(true); // no spread arm in this run
   });
 });
 
