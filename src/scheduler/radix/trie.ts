@@ -1,7 +1,7 @@
 // The radix tree's structure: a compressed trie over token ids, with the walks that read it
 // (match, held prefix), the ones that build paths in it (creating and splitting nodes), and
 // pruning. How the tree works: docs/scheduler-tree.md.
-import type { TokenIds } from "../../common/tokens.js";
+import { sharedTokenCount, type TokenIds } from "../../common/tokens.js";
 import { Holder, NO_PROTECTION, NO_SEGMENT, RadixNode, type WindowClock } from "./node.js";
 import { PromptMatch } from "./prompt-match.js";
 import { type SegmentOwners, TokenStore } from "./token-store.js";
@@ -271,26 +271,6 @@ export class TokenTrie implements SegmentOwners {
 /** How many tokens of `node`'s segment tokens[pos..end) starts with. The first one is known to
  *  match (it is the node's key among its parent's children), and so the result is >= 1. */
 export function matchingTokens(node: RadixNode, tokens: TokenIds, pos: number, end: number): number {
-  const buf = node.buf;
-  const start = node.segStart - pos;
-  const limit = Math.min(node.segLength, end - pos) + pos;
-  let j = pos + 1;
-  // Eight at a time while eight are left: one loop test for eight comparisons (this loop
-  // is where a placement spends most of its time; exact comparisons, as one at a time).
-  const last8 = limit - 8;
-  while (
-    j <= last8 &&
-    buf[start + j] === tokens[j] &&
-    buf[start + j + 1] === tokens[j + 1] &&
-    buf[start + j + 2] === tokens[j + 2] &&
-    buf[start + j + 3] === tokens[j + 3] &&
-    buf[start + j + 4] === tokens[j + 4] &&
-    buf[start + j + 5] === tokens[j + 5] &&
-    buf[start + j + 6] === tokens[j + 6] &&
-    buf[start + j + 7] === tokens[j + 7]
-  ) {
-    j += 8;
-  }
-  while (j < limit && buf[start + j] === tokens[j]) j++;
-  return j - pos;
+  const limit = Math.min(node.segLength, end - pos);
+  return 1 + sharedTokenCount(node.buf, node.segStart + 1, tokens, pos + 1, limit - 1);
 }
