@@ -223,7 +223,8 @@ export interface BothVerdict {
 
 /**
  * Each policy against the reference arms of the same run (warm turns against `pinned`, the
- * burst against `spread`; a run without the reference gives NaN), the median over the runs.
+ * burst against `spread`; a run without the reference gives NaN and is left out), the median
+ * over the runs (of an even count, the upper of the middle two: the worse ratio).
  * A run's arms share its load, so the ratio cancels what the machine did meanwhile, where
  * comparing pooled figures would not.
  */

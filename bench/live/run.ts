@@ -3,9 +3,10 @@
 //
 // Every arm runs --repeats times, the arms taking turns (armsOfRun). A policy is judged
 // against the reference arms of the same run (warm turns against always-pinned, the burst
-// against always-spread), and the verdict takes the median of those per-run ratios: on a
-// 2-core box one arm's warm turns moved by 1.4x from one run to the next while every arm
-// found the same share of its prompts cached, so one run cannot rank policies 5 % apart.
+// against always-spread), and the verdict takes the median of those per-run ratios: on the
+// 2-core development box one policy's warm turns were 1.45x always-pinned's in one run and
+// 1.09x in the next, on the same code, with every arm finding the same share of its prompts
+// cached, so one run cannot rank policies 5 % apart.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
