@@ -2,6 +2,8 @@
 import { readFileSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultStateDir } from "../../src/engine/worker/state-store.js";
 import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
@@ -106,5 +108,32 @@ describe("GET /metrics", () => {
     const again = await server.client.chat.completions.create(turn("apples"), pinned);
     expect(again.choices[0]?.message.content).toBe(first.choices[0]?.message.content);
     expect(value(await scrape(), 'radixgate_worker_restore_failures_total{worker="w0"}') - before).toBe(1);
+  });
+});
+
+describe("a server's metrics after it closes", () => {
+  it("leave nothing of the server reachable: Node's collectors report to a registry of the process", async () => {
+    // gc() for this test: the registry is gone once nothing reaches it.
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    /** Starts a server, scrapes it, closes it; only a weak reference to its registry is kept. */
+    const serveOnce = async (): Promise<WeakRef<object>> => {
+      const other = await startTestServer({ workers: 1, slots: 1 });
+      const text = await (await fetch(other.baseURL.replace(/\/v1$/, "/metrics"))).text();
+      // Node's own metrics are still in every server's scrape.
+      expect(text).toMatch(/^# TYPE nodejs_eventloop_lag_seconds gauge$/m);
+      expect(text).toMatch(/^# TYPE process_cpu_seconds_total counter$/m);
+      const registry = new WeakRef(other.radixgate.metrics.registry);
+      await other.close();
+      return registry;
+    };
+    const registries = [await serveOnce(), await serveOnce()];
+    for (let i = 0; i < 10 && registries.some((ref) => ref.deref() !== undefined); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      gc();
+    }
+    // With the collectors in each server's registry, prom-client's event-loop monitor and GC
+    // observer (never stopped) kept every closed server's registry, and all it held, alive.
+    expect(registries.map((ref) => ref.deref() === undefined)).toEqual([true, true]);
   });
 });

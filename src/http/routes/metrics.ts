@@ -7,7 +7,7 @@ export function metricsRoute(app: FastifyInstance, metrics: Metrics): void {
     metrics.httpResponse(request.routeOptions.url ?? "unknown", request.method, reply.statusCode, reply.elapsedTime / 1000);
   });
   app.get("/metrics", async (_request, reply) => {
-    reply.header("content-type", metrics.registry.contentType);
-    return metrics.registry.metrics();
+    reply.header("content-type", metrics.contentType);
+    return metrics.exposition();
   });
 }
