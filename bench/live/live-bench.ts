@@ -9,7 +9,11 @@
 //       as /v1/completions token prompts at its own arrival times, so that the simulator can
 //       run exactly the same list (sim-vs-live.ts); per-request TTFT, latency, cached tokens.
 // Two reference arms bracket the policies: `pinned` (every request on worker w0, through
-// the x-radixgate-worker header) and `spread` (roundrobin). Every run salts its prompts with
+// the x-radixgate-worker header) and `spread` (roundrobin). A third, `split`, places by hand
+// what a placement can do best on several workers: every agent session, burst prompt and
+// trace prefix keeps to one worker (its index modulo the workers, through the header), so
+// each worker holds its own sessions' caches and the load is shared. Warm turns against
+// `split` tell placement from the cost of computing on several workers at once. Every run salts its prompts with
 // a unique first line, so nothing is cached from an earlier run.
 import { randomUUID } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
@@ -29,7 +33,7 @@ export interface LiveOptions {
   preset: "tiny" | "bench";
   workers: number;
   threads: number;
-  /** Policies to run; "pinned" and "spread" are the reference arms. */
+  /** Policies to run; "pinned", "spread" and "split" are the reference arms. */
   arms: string[];
   agentSessions: number;
   agentTurns: number;
@@ -87,9 +91,13 @@ function words(count: number, random: () => number): string {
   return Array.from({ length: count }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" ");
 }
 
-/** The server of one arm: `pinned` and `spread` run roundrobin (pinned sends x-radixgate-worker: w0). */
+/** The reference arms: always w0, roundrobin, and each session to a worker of its own. */
+export const REFERENCE_ARMS = ["pinned", "spread", "split"] as const;
+
+/** The server of one arm: the reference arms run roundrobin (pinned and split choose their
+ *  workers with x-radixgate-worker). */
 export function liveConfig(options: Pick<LiveOptions, "preset" | "workers" | "threads">, arm: string): Config {
-  const policy = arm === "pinned" ? "roundrobin" : arm === "spread" ? "roundrobin" : arm;
+  const policy = (REFERENCE_ARMS as readonly string[]).includes(arm) ? "roundrobin" : arm;
   return parseConfig({
     server: { port: 0, logLevel: "warn" },
     models: [
@@ -102,6 +110,8 @@ export function liveConfig(options: Pick<LiveOptions, "preset" | "workers" | "th
 export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
   const parts = options.parts ?? (options.replay ? ["agent", "burst", "trace", "replay"] : ["agent", "burst", "trace"]);
   if (parts.includes("replay") && !options.replay) throw new Error('runLiveBench: part "replay" needs options.replay');
+  if (parts.includes("replay") && options.arms.includes("split"))
+    throw new Error('runLiveBench: the "split" arm pins sessions, which a replayed list does not have');
   const results: ArmResult[] = [];
   for (const arm of options.arms) {
     const config = liveConfig(options, arm);
@@ -112,7 +122,9 @@ export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
       const headers: Record<string, string> = arm === "pinned" ? { "x-radixgate-worker": "w0" } : {};
       const salt = `run ${randomUUID()}`;
       const random = mulberry32(options.seed);
-      const send = (messages: Message[]) => timedRequest(client, messages, options.maxTokens, headers);
+      // `key`: the agent session, burst prompt or trace prefix the request belongs to.
+      const send = (messages: Message[], key: number) =>
+        timedRequest(client, messages, options.maxTokens, arm === "split" ? { "x-radixgate-worker": `w${key % options.workers}` } : headers);
       const result: ArmResult = {
         arm,
         agentWarmTurns: [],
@@ -137,7 +149,7 @@ export async function runLiveBench(options: LiveOptions): Promise<ArmResult[]> {
             const burstStarted = performance.now();
             result.burst = await Promise.all(
               Array.from({ length: options.burstRequests }, (_, i) =>
-                send([{ role: "user", content: `${salt} burst ${i}\n${words(options.burstPromptWords, random)}` }]),
+                send([{ role: "user", content: `${salt} burst ${i}\n${words(options.burstPromptWords, random)}` }], i),
               ),
             );
             result.burstMs = performance.now() - burstStarted;
@@ -217,6 +229,9 @@ export interface BothVerdict {
   burstVsSpread: number;
   warmVsPinnedRuns: number[];
   burstVsSpreadRuns: number[];
+  /** Median over the runs of (warm-turn TTFT p50 / split's in the same run); NaN without the split arm. Not part of `both`. */
+  warmVsSplit: number;
+  warmVsSplitRuns: number[];
   /** Both medians within BOTH_BAR: as warm as always-pinned and as fast a burst as always-spread. */
   both: boolean;
 }
@@ -235,14 +250,25 @@ export function bothVerdicts(runs: readonly (readonly ArmResult[])[], arms: read
       const b = run.find((result) => result.arm === reference);
       return a && b ? measure(a) / measure(b) : Number.NaN;
     });
+  const overRuns = (ratios: number[]) => median(ratios.filter(Number.isFinite));
   return arms
-    .filter((arm) => arm !== "pinned" && arm !== "spread")
+    .filter((arm) => !(REFERENCE_ARMS as readonly string[]).includes(arm))
     .map((arm) => {
       const warmVsPinnedRuns = perRun(arm, "pinned", warmTurnTtftMs);
       const burstVsSpreadRuns = perRun(arm, "spread", (result) => result.burstMs);
-      const warmVsPinned = median(warmVsPinnedRuns.filter(Number.isFinite));
-      const burstVsSpread = median(burstVsSpreadRuns.filter(Number.isFinite));
-      return { arm, warmVsPinned, burstVsSpread, warmVsPinnedRuns, burstVsSpreadRuns, both: warmVsPinned <= BOTH_BAR && burstVsSpread <= BOTH_BAR };
+      const warmVsSplitRuns = perRun(arm, "split", warmTurnTtftMs);
+      const warmVsPinned = overRuns(warmVsPinnedRuns);
+      const burstVsSpread = overRuns(burstVsSpreadRuns);
+      return {
+        arm,
+        warmVsPinned,
+        burstVsSpread,
+        warmVsPinnedRuns,
+        burstVsSpreadRuns,
+        warmVsSplit: overRuns(warmVsSplitRuns),
+        warmVsSplitRuns,
+        both: warmVsPinned <= BOTH_BAR && burstVsSpread <= BOTH_BAR,
+      };
     });
 }
 
@@ -346,12 +372,10 @@ export async function timedRequest(
 }
 
 /** Sessions run side by side; inside a session every turn waits for the previous answer. */
-async function agentLoop(
-  send: (messages: Message[]) => Promise<RequestSample & { text: string }>,
-  salt: string,
-  random: () => number,
-  options: LiveOptions,
-): Promise<{ warm: RequestSample[]; cold: RequestSample[] }> {
+/** Sends one request of an agent session, burst prompt or trace prefix (`key`) and times it. */
+type Send = (messages: Message[], key: number) => Promise<RequestSample & { text: string }>;
+
+async function agentLoop(send: Send, salt: string, random: () => number, options: LiveOptions): Promise<{ warm: RequestSample[]; cold: RequestSample[] }> {
   const warm: RequestSample[] = [];
   const cold: RequestSample[] = [];
   await Promise.all(
@@ -359,7 +383,7 @@ async function agentLoop(
       const history: Message[] = [{ role: "system", content: `${salt} agent ${session}\n${words(options.agentContextWords, random)}` }];
       for (let turn = 1; turn <= options.agentTurns; turn++) {
         history.push({ role: "user", content: `tool result ${turn}: ${words(20, random)}` });
-        const sample = await send(history);
+        const sample = await send(history, session);
         (turn === 1 ? cold : warm).push(sample);
         history.push({ role: "assistant", content: sample.text });
       }
@@ -369,12 +393,7 @@ async function agentLoop(
 }
 
 /** ToolBench-like: Zipf(1.1) over shared prefixes, a unique question each, exponential gaps. */
-async function traceReplay(
-  send: (messages: Message[]) => Promise<RequestSample & { text: string }>,
-  salt: string,
-  random: () => number,
-  options: LiveOptions,
-): Promise<RequestSample[]> {
+async function traceReplay(send: Send, salt: string, random: () => number, options: LiveOptions): Promise<RequestSample[]> {
   const prefixes = Array.from({ length: options.tracePrefixes }, (_, i) => `${salt} tools ${i}\n${words(options.tracePrefixWords, random)}`);
   const weights = prefixes.map((_, rank) => 1 / (rank + 1) ** 1.1);
   const total = weights.reduce((a, b) => a + b, 0);
@@ -388,12 +407,15 @@ async function traceReplay(
   };
   const pending: Promise<RequestSample>[] = [];
   for (let i = 0; i < options.traceRequests; i++) {
-    const prefix = prefixes[pick()]!;
+    const prefixIndex = pick();
     pending.push(
-      send([
-        { role: "system", content: prefix },
-        { role: "user", content: `question ${i}: ${words(15, random)}` },
-      ]),
+      send(
+        [
+          { role: "system", content: prefixes[prefixIndex]! },
+          { role: "user", content: `question ${i}: ${words(15, random)}` },
+        ],
+        prefixIndex,
+      ),
     );
     await new Promise((resolve) => setTimeout(resolve, -Math.log(1 - random()) * options.traceGapMs));
   }

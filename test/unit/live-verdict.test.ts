@@ -23,11 +23,15 @@ describe("bench:live verdict", () => {
   it("compares each run with its own reference arms and takes the median of the ratios", () => {
     // Run 2 ran on a machine twice as slow: the ratios of each run cancel it.
     const runs = [
-      [arm("pinned", [100, 110, 120], 5000), arm("spread", [300], 1000), arm("preble", [104, 110, 130], 1030)],
-      [arm("pinned", [200, 220, 240], 10000), arm("spread", [600], 2000), arm("preble", [200, 230, 240], 2000)],
-      [arm("pinned", [100, 110, 120], 5000), arm("spread", [300], 1000), arm("preble", [150, 165, 180], 1200)],
+      [arm("pinned", [100, 110, 120], 5000), arm("spread", [300], 1000), arm("split", [200], 1000), arm("preble", [104, 110, 130], 1030)],
+      [arm("pinned", [200, 220, 240], 10000), arm("spread", [600], 2000), arm("split", [460], 2000), arm("preble", [200, 230, 240], 2000)],
+      [arm("pinned", [100, 110, 120], 5000), arm("spread", [300], 1000), arm("split", [150], 1000), arm("preble", [150, 165, 180], 1200)],
     ];
-    const [verdict] = bothVerdicts(runs, ["pinned", "spread", "preble"]);
+    const verdicts = bothVerdicts(runs, ["pinned", "spread", "split", "preble"]);
+    expect(verdicts.map((v) => v.arm)).toEqual(["preble"]); // the reference arms are not judged
+    const [verdict] = verdicts;
+    expect(verdict!.warmVsSplitRuns).toEqual([110 / 200, 0.5, 1.1]);
+    expect(verdict!.warmVsSplit).toBeCloseTo(0.55, 10);
     expect(verdict!.arm).toBe("preble");
     expect(verdict!.warmVsPinnedRuns).toEqual([1, 230 / 220, 1.5]);
     expect(verdict!.burstVsSpreadRuns).toEqual([1.03, 1, 1.2]);
@@ -45,6 +49,7 @@ describe("bench:live verdict", () => {
     ];
     const [verdict] = bothVerdicts(runs, ["pinned", "spread", "llm-d"]);
     expect(verdict!.warmVsPinnedRuns[1]).toBeNaN();
+    expect(verdict!.warmVsSplit).toBeNaN(); // no split arm in any run
     expect(verdict!.warmVsPinned).toBeCloseTo(1.2, 10);
     expect(verdict!.burstVsSpread).toBe(1);
     expect(verdict!.both).toBe(false);
