@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { PREDICTION, repeatedLiveReplay, runSimVsLive, SIM_VARIANTS } from "../../bench/live/compare.js";
-import { bothVerdicts, runLiveBench, runLiveBenchRuns } from "../../bench/live/live-bench.js";
+import { bothVerdicts, runLiveBench, runLiveBenchRuns, type LiveOptions } from "../../bench/live/live-bench.js";
 import { ordinaryTokenRange, simRequests, toolbenchReplay } from "../../bench/live/replay.js";
 
 describe("bench:live smoke run", () => {
@@ -58,26 +58,29 @@ describe("bench:live smoke run", () => {
   });
 });
 
+/** Two sessions of three turns and a burst of four, on the tiny model. */
+const SPLIT_SMOKE: LiveOptions = {
+  preset: "tiny",
+  workers: 2,
+  threads: 1,
+  arms: ["split"],
+  agentSessions: 2,
+  agentTurns: 3,
+  agentContextWords: 200,
+  burstRequests: 4,
+  burstPromptWords: 30,
+  traceRequests: 0,
+  tracePrefixes: 1,
+  tracePrefixWords: 10,
+  traceGapMs: 5,
+  maxTokens: 4,
+  seed: 1,
+  parts: ["agent", "burst"],
+};
+
 describe("bench:live's split reference arm", () => {
   it("keeps every agent session and burst prompt on one worker of its own: its index modulo the workers", async () => {
-    const [split] = await runLiveBench({
-      preset: "tiny",
-      workers: 2,
-      threads: 1,
-      arms: ["split"],
-      agentSessions: 2,
-      agentTurns: 3,
-      agentContextWords: 200,
-      burstRequests: 4,
-      burstPromptWords: 30,
-      traceRequests: 0,
-      tracePrefixes: 1,
-      tracePrefixWords: 10,
-      traceGapMs: 5,
-      maxTokens: 4,
-      seed: 1,
-      parts: ["agent", "burst"],
-    });
+    const [split] = await runLiveBench(SPLIT_SMOKE);
     expect(split!.burst.map((sample) => sample.worker)).toEqual(["w0", "w1", "w0", "w1"]);
     expect(split!.agentColdTurns.map((sample) => sample.worker).sort()).toEqual(["w0", "w1"]);
     expect(split!.agentWarmTurns.map((sample) => sample.worker).sort()).toEqual(["w0", "w0", "w1", "w1"]);
@@ -96,26 +99,7 @@ describe("bench:live's split reference arm", () => {
       outputTokens: { min: 2, max: 2 },
       ratePerS: 5,
     });
-    await expect(
-      runLiveBench({
-        preset: "tiny",
-        workers: 2,
-        threads: 1,
-        arms: ["split"],
-        agentSessions: 0,
-        agentTurns: 0,
-        agentContextWords: 0,
-        burstRequests: 0,
-        burstPromptWords: 0,
-        traceRequests: 0,
-        tracePrefixes: 0,
-        tracePrefixWords: 0,
-        traceGapMs: 0,
-        maxTokens: 2,
-        seed: 1,
-        replay,
-      }),
-    ).rejects.toThrow(/"split" arm pins sessions/);
+    await expect(runLiveBench({ ...SPLIT_SMOKE, parts: ["replay"], replay })).rejects.toThrow(/"split" arm pins sessions/);
   });
 });
 
