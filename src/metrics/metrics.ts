@@ -262,12 +262,12 @@ export class Metrics implements ServingObserver {
     this.restoreFailures.inc({ worker: workerId });
   }
 
-  /** Fastify's onResponse: counts and times every HTTP request by its route pattern. */
   /** Everything a scrape returns: the server's metrics and the process's, in Prometheus text format. */
   exposition(): Promise<string> {
     return Registry.merge([nodeProcessRegistry(), this.registry]).metrics();
   }
 
+  /** Fastify's onResponse: counts and times every HTTP request by its route pattern. */
   httpResponse(route: string, method: string, status: number, seconds: number): void {
     const labels = { route, method, status: String(status) };
     this.httpRequests.inc(labels);
