@@ -597,13 +597,15 @@ interface Report {
   targetsMet: TargetCheck[];
   totalSeconds: number;
   repeats: number;
+  /** os.loadavg() before the first arm and after the last. */
+  loadAverage: { before: number[]; after: number[] };
 }
 
 function markdown(report: Report): string {
   const lines = [
     "# Global scheduler: decision speed on a warm tree",
     "",
-    `Machine: ${report.machine}; Node ${report.node}; commit ${report.commit}; seed ${report.seed}, salt ${report.salt}; ${fmt(report.totalSeconds)} s in all.`,
+    `Machine: ${report.machine}, load ${report.loadAverage.before[0]!.toFixed(2)} at the start and ${report.loadAverage.after[0]!.toFixed(2)} at the end; Node ${report.node}; commit ${report.commit}; seed ${report.seed}, salt ${report.salt}; ${fmt(report.totalSeconds)} s in all.`,
     "",
     `Command: \`${report.command}\``,
     "",

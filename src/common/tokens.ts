@@ -12,37 +12,57 @@ export function commonPrefixLength(a: TokenIds, b: TokenIds): number {
 
 /** Node's memcmp over bytes, called on typed arrays of the token arrays' memory. */
 const compareBytes = Buffer.prototype.compare;
-/** From this many tokens on, two Int32Arrays are compared with memcmp: below it, making the
- *  two byte views costs what the native compare saves (measured: level at 200 tokens, 3x
- *  faster at 1,400). */
-const MEMCMP_MIN_TOKENS = 256;
-/** Tokens memcmp compares at a time: the loop then finds a mismatch within that many. */
-const MEMCMP_CHUNK_TOKENS = 512;
+/** Runs shorter than this are compared by the loop alone; it is also the most a chunk that
+ *  differs leaves to the loop. A memcmp call and its byte views cost about what the loop
+ *  takes for 150 tokens (bench:shared-tokens). */
+const LOOP_TOKENS = 256;
+/** The first memcmp chunk, and the most tokens one memcmp compares. */
+const MEMCMP_FIRST_CHUNK_TOKENS = 512;
+const MEMCMP_MAX_CHUNK_TOKENS = 4096;
 
 /**
  * How many tokens a[aFrom..] and b[bFrom..] share from their starts, at most `limit` (both
  * must have that many). A long shared prefix is what a placement, a slot choice and a state
  * lookup all compare, and on Int32Arrays (the server's prompts, the tree's segments) memcmp
- * does it a few times faster than a loop over the elements.
+ * does it several times faster than a loop over the elements. From LOOP_TOKENS on, memcmp
+ * takes chunks that double from MEMCMP_FIRST_CHUNK_TOKENS; a chunk that differs is halved by
+ * memcmp down to LOOP_TOKENS, and the loop finds the mismatch in what is left.
  */
 export function sharedTokenCount(a: TokenIds, aFrom: number, b: TokenIds, bFrom: number, limit: number): number {
-  if (limit < MEMCMP_MIN_TOKENS || !(a instanceof Int32Array) || !(b instanceof Int32Array)) return sharedTokensLoop(a, aFrom, b, bFrom, limit);
+  if (limit < LOOP_TOKENS || !(a instanceof Int32Array) || !(b instanceof Int32Array)) return sharedTokensLoop(a, aFrom, b, bFrom, limit);
   const aBytes = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   const bBytes = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-  const bytes = Int32Array.BYTES_PER_ELEMENT;
-  for (let done = 0; done < limit; done += MEMCMP_CHUNK_TOKENS) {
-    const length = Math.min(MEMCMP_CHUNK_TOKENS, limit - done);
-    const aStart = (aFrom + done) * bytes;
-    const bStart = (bFrom + done) * bytes;
-    if (compareBytes.call(aBytes, bBytes, bStart, bStart + length * bytes, aStart, aStart + length * bytes) !== 0) {
+  let done = 0;
+  let chunk = MEMCMP_FIRST_CHUNK_TOKENS;
+  while (done < limit) {
+    let length = Math.min(chunk, limit - done);
+    if (!bytesEqual(aBytes, aFrom + done, bBytes, bFrom + done, length)) {
+      while (length > LOOP_TOKENS) {
+        const half = length >> 1;
+        if (bytesEqual(aBytes, aFrom + done, bBytes, bFrom + done, half)) {
+          done += half;
+          length -= half;
+        } else {
+          length = half;
+        }
+      }
       return done + sharedTokensLoop(a, aFrom + done, b, bFrom + done, length);
     }
+    done += length;
+    chunk = Math.min(2 * chunk, MEMCMP_MAX_CHUNK_TOKENS);
   }
   return limit;
 }
 
-/** sharedTokenCount by a loop: eight tokens per loop test while eight are left. */
-function sharedTokensLoop(a: TokenIds, aFrom: number, b: TokenIds, bFrom: number, limit: number): number {
+/** Whether `length` tokens at token offsets `aAt` and `bAt` of the two byte views are equal. */
+function bytesEqual(aBytes: Uint8Array, aAt: number, bBytes: Uint8Array, bAt: number, length: number): boolean {
+  const size = Int32Array.BYTES_PER_ELEMENT;
+  return compareBytes.call(aBytes, bBytes, bAt * size, (bAt + length) * size, aAt * size, (aAt + length) * size) === 0;
+}
+
+/** sharedTokenCount by a loop: eight tokens per loop test while eight are left (exported for
+ *  bench/scheduler/shared-tokens.bench.ts, which measures sharedTokenCount against it). */
+export function sharedTokensLoop(a: TokenIds, aFrom: number, b: TokenIds, bFrom: number, limit: number): number {
   const shift = bFrom - aFrom;
   const end = aFrom + limit;
   const last8 = end - 8;

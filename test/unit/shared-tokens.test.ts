@@ -28,7 +28,8 @@ function pair(length: number, aFrom: number, bFrom: number, mismatch: number, ch
 describe("sharedTokenCount", () => {
   it("finds the first mismatch at every chunk edge of the memcmp path, and none when the runs are equal", () => {
     const length = 2000;
-    for (const mismatch of [0, 1, 7, 8, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 1536, 1999, 2000]) {
+    // Chunks of 512, 1024 and 2048 tokens; a chunk that differs is halved down to 256 tokens.
+    for (const mismatch of [0, 1, 7, 8, 255, 256, 257, 383, 384, 511, 512, 513, 767, 768, 1023, 1024, 1025, 1535, 1536, 1537, 1999, 2000]) {
       for (const change of [1, 0x100, 0x10000, 0x40000000]) {
         const { a, b } = pair(length, 5, 9, mismatch, change);
         expect(sharedTokenCount(a, 5, b, 9, length)).toBe(mismatch);

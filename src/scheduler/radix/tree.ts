@@ -365,7 +365,7 @@ export class RadixTree {
    * tokens: the report starts from the placement's path (ignored when it is not that).
    */
   setSlot(workerId: WorkerId, slot: number, tokens: TokenIds, placed?: InFlightHandle): SlotUpdate {
-    if (!Number.isInteger(slot) || slot < 0 || slot >= MAX_SLOTS) throw new RangeError(`slot must be an integer in [0, ${MAX_SLOTS}), got ${slot}`);
+    checkSlot(slot);
     const book = this.ensureWorker(workerId);
     const previous = book.slots[slot] ?? null;
     while (book.slots.length <= slot) book.slots.push(null);
@@ -445,7 +445,7 @@ export class RadixTree {
    * idle: what it holds is what a request admitted now could reuse (`PromptMatch.reusableBy`).
    */
   setSlotRunning(workerId: WorkerId, slot: number, running: boolean): void {
-    if (!Number.isInteger(slot) || slot < 0 || slot >= MAX_SLOTS) throw new RangeError(`slot must be an integer in [0, ${MAX_SLOTS}), got ${slot}`);
+    checkSlot(slot);
     this.ensureWorker(workerId).countRunning(slot, running ? 1 : -1);
   }
 
@@ -491,4 +491,9 @@ export class RadixTree {
     }
     return book;
   }
+}
+
+/** A slot number a worker can report: an integer in [0, MAX_SLOTS). */
+function checkSlot(slot: number): void {
+  if (!Number.isInteger(slot) || slot < 0 || slot >= MAX_SLOTS) throw new RangeError(`slot must be an integer in [0, ${MAX_SLOTS}), got ${slot}`);
 }
