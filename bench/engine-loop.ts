@@ -10,17 +10,22 @@
 //
 // Each binary x thread count runs in a child process of its own (node-llama-cpp loads one
 // binary per process): the prebuilt one, and the one `npm run build:engine-native` made when
-// it is there. Results: bench/results/engine-loop.{md,json}.
+// it is there. Beside them, at each thread count, llama.cpp's own loop on the same GGUF
+// (`llama-batched-bench` of the build llama-server comes from, made when missing:
+// bench/batched-bench.ts), so the report says how much of llama.cpp's decode speed the
+// worker's loop keeps before any serving. Results: bench/results/engine-loop.{md,json}.
 import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { LlamaLogLevel, type Token } from "node-llama-cpp";
+import { findOrBuildLlamaCppTool } from "../src/engine/llama-server/binary.js";
 import { createBatchedContext } from "../src/engine/worker/batched-context.js";
 import { loadLlama } from "../src/engine/worker/llama-binary.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-settings.js";
 import { ensureModel } from "../src/presets/make-model.js";
+import { type BatchedBenchRow, runBatchedBench } from "./batched-bench.js";
 import { runIdentity } from "./git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "./native-build.js";
 import { percentile } from "./soak/stats.js";
@@ -34,6 +39,12 @@ const { values } = parseArgs({
 });
 const SLOTS = 4;
 const TOKENS = 150;
+const CONTEXT_PER_SLOT = 4096;
+const BATCH = 512;
+/** About the length of the children's prompts in the `bench` model's tokens; the reference's prompts are this long. */
+const REFERENCE_PROMPT_TOKENS = 20;
+/** The placements of side-by-side slots, by sequence count: what the reference's B sequences compare with. */
+const SIDE_BY_SIDE = ["0", "0+1", "0+1+2", "0+1+2+3"];
 /** The slots generating at once: side by side, and with a gap (two micro-batches a step). */
 const PLACEMENTS = [[0], [0, 1], [0, 2], [1, 3], [0, 1, 2], [0, 1, 2, 3]];
 const REPEATS = Number(values.repeats);
@@ -58,8 +69,8 @@ async function child(threads: number): Promise<Measured> {
     computePool: pool,
   } = await createBatchedContext(model, {
     slots: SLOTS,
-    contextSize: 4096,
-    batchSize: 512,
+    contextSize: CONTEXT_PER_SLOT,
+    batchSize: BATCH,
     threads,
     flashAttention: "auto",
     chunkTokens: () => LOCAL_SCHEDULER_DEFAULTS.chunkTokens,
@@ -105,8 +116,30 @@ const builds: { name: string; env: Record<string, string> }[] = [
   { name: "prebuilt", env: {} },
   ...(nativeBuildPresent() ? [{ name: "built here (npm run build:engine-native)", env: { ...NATIVE_BUILD_ENV } }] : []),
 ];
+const referenceBinary = await findOrBuildLlamaCppTool("llama-batched-bench", (line) => process.stderr.write(`${line}\n`));
+const modelPath = await ensureModel("bench");
 const runs: (Measured & { build: string })[] = [];
+/** llama.cpp's own loop at each thread count: every repeat's rows. */
+const references: { threads: number; repeats: BatchedBenchRow[][] }[] = [];
 for (const threads of values.threads.split(",").map(Number)) {
+  const reference = { threads, repeats: [] as BatchedBenchRow[][] };
+  const runReference = () =>
+    reference.repeats.push(
+      runBatchedBench({
+        binary: referenceBinary,
+        model: modelPath,
+        threads,
+        contextPerSequence: CONTEXT_PER_SLOT,
+        batchSize: BATCH,
+        promptTokens: REFERENCE_PROMPT_TOKENS,
+        generatedTokens: TOKENS,
+        sequences: SIDE_BY_SIDE.map((_, i) => i + 1),
+      }),
+    );
+  // Half of the reference's repeats before the node-llama-cpp children and half after, so a
+  // machine that slows down meanwhile weighs on both sides.
+  const before = Math.ceil(REPEATS / 2);
+  for (let repeat = 0; repeat < before; repeat++) runReference();
   for (const build of builds) {
     const out = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--child", String(threads), "--repeats", String(REPEATS)], {
       env: { ...process.env, ...build.env },
@@ -118,6 +151,15 @@ for (const threads of values.threads.split(",").map(Number)) {
     runs.push({ ...measured, build: build.name });
     process.stderr.write(`${build.name}, ${threads} threads: done\n`);
   }
+  for (let repeat = before; repeat < REPEATS; repeat++) runReference();
+  references.push(reference);
+  process.stderr.write(`llama.cpp's own loop, ${threads} threads: done\n`);
+}
+
+/** The reference's median decode tokens/s at `sequences` side by side. */
+function referenceTokensPerS(threads: number, sequences: number): number {
+  const reference = references.find((entry) => entry.threads === threads)!;
+  return median(reference.repeats.map((rows) => rows.find((row) => row.sequences === sequences)!.decodeTokensPerS));
 }
 
 const report = {
@@ -126,6 +168,7 @@ const report = {
   settings: { slots: SLOTS, tokens: TOKENS, placements: PLACEMENTS, repeats: REPEATS, model: "preset:bench", flashAttention: "auto" },
   machineLoad: { loadAverage1mAtStart: loadAtStart, loadAverage1mAtEnd: loadavg()[0]!, wallS: (Date.now() - started) / 1000 },
   runs,
+  reference: { tool: "llama-batched-bench", binary: referenceBinary, promptTokens: REFERENCE_PROMPT_TOKENS, byThreads: references },
 };
 const lines = [
   "# node-llama-cpp's decode loop as a worker drives it, nothing around it",
@@ -144,8 +187,29 @@ const lines = [
         return `${median(entry.tokensPerS).toFixed(0)} tok/s, ${median(entry.msPerStep).toFixed(2)} ms`;
       }).join(" | ")} |`,
   ),
+  ...references.map(
+    (reference) =>
+      `| llama.cpp's own loop (llama-batched-bench, built here) | ${reference.threads} | OpenMP | ${PLACEMENTS.map((p) => {
+        const index = SIDE_BY_SIDE.indexOf(p.join("+"));
+        if (index < 0) return "-";
+        const tokensPerS = referenceTokensPerS(reference.threads, index + 1);
+        return `${tokensPerS.toFixed(0)} tok/s, ${((1000 * (index + 1)) / tokensPerS).toFixed(2)} ms`;
+      }).join(" | ")} |`,
+  ),
   "",
-  "Slots 0+2 and 1+3 are two micro-batches per step (their sequence ids are not consecutive); 0+1 and 0+1+2 one.",
+  "Slots 0+2 and 1+3 are two micro-batches per step (their sequence ids are not consecutive); 0+1 and 0+1+2 one. " +
+    `llama.cpp's own loop: \`llama-batched-bench\` of the build llama-server comes from (the bundled source, compiled here with llama.cpp's defaults), the same GGUF, ${TOKENS} decode steps after a ${REFERENCE_PROMPT_TOKENS}-token prompt in each of 1-4 sequences (one KV stream per sequence, as node-llama-cpp's), the decode steps alone timed and nothing sampled; medians of ${REPEATS} runs, half before the node-llama-cpp children and half after.`,
+  "",
+  "## node-llama-cpp's loop against llama.cpp's own (tokens/s, same thread count)",
+  "",
+  `| binary | threads | ${SIDE_BY_SIDE.map((_, i) => `${i + 1} at once`).join(" | ")} |`,
+  `| --- | ---: | ${SIDE_BY_SIDE.map(() => "---:").join(" | ")} |`,
+  ...runs.map(
+    (run) =>
+      `| ${run.build} (${run.binary}) | ${run.threads} | ${SIDE_BY_SIDE.map((placement, i) => `${(median(run.placements[placement]!.tokensPerS) / referenceTokensPerS(run.threads, i + 1)).toFixed(2)}x`).join(" | ")} |`,
+  ),
+  "",
+  "Ours include what the reference leaves out: sampling each token, the prompt's step, and the hand-offs between Node's threads and llama.cpp's at every step.",
   "",
 ];
 mkdirSync(fileURLToPath(new URL("results", import.meta.url)), { recursive: true });

@@ -42,4 +42,17 @@ export interface GenerationResult {
   /** From taking the slot to the first generated token: the prefill of the uncached part. */
   prefillMs: number;
   totalMs: number;
+  /**
+   * The ms between one text piece and the next, measured where they were made, for the pieces
+   * that were not sent one by one (an answer asked for whole: `pieces: "first"`).
+   */
+  textGapsMs?: number[];
 }
+
+/**
+ * Which text pieces of a generation its caller reads: every one as it is made (a stream), or
+ * only the first (an answer returned whole: the first piece marks the end of its prefill, the
+ * whole text comes in the result). Engines that can skip the other pieces do: one message
+ * fewer per token between the worker and the host.
+ */
+export type TextPieces = "all" | "first";

@@ -89,7 +89,7 @@ export class Metrics implements ServingObserver {
     });
     this.interToken = new Histogram({
       name: "radixgate_inter_token_latency_seconds",
-      help: "Time between two streamed text events of one request.",
+      help: "Time between two text pieces of one request (at the host for a stream; in the worker for an answer returned whole, where the engine times them).",
       labelNames: ["model"],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
       registers,

@@ -1,7 +1,7 @@
 // What a completion request asks for and what it gets back: the types shared by the serving
 // modules and the HTTP routes (re-exported by completion-service.ts).
 import type { ChatTurn } from "../contract/chat.js";
-import type { GenerationResult, TokenLogprob } from "../contract/generation.js";
+import type { GenerationResult, TextPieces, TokenLogprob } from "../contract/generation.js";
 import type { SamplingParams } from "../contract/sampling.js";
 import type { ChatTools, ToolCallSyntax } from "../contract/tools.js";
 import type { Placement } from "../scheduler/types.js";
@@ -51,6 +51,8 @@ export interface ChatHooks {
   onStarted?: (start: ChatStart) => void;
   /** `logprobs`: the entries of this text's tokens, when the request asked for them. */
   onText?: (text: string, logprobs?: TokenLogprob[]) => void;
+  /** Set by the service, not by callers: which text pieces reach `onText` (callers without `onText` get only the first). */
+  pieces?: TextPieces;
 }
 
 export interface ChatOutcome extends GenerationResult {

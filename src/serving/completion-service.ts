@@ -117,9 +117,13 @@ export class CompletionService {
         lastTextAt = at;
         hooks.onText?.(text, logprobs);
       },
+      // A caller that reads no piece gets its answer whole: the worker need not send the rest.
+      pieces: hooks.onText ? "all" : "first",
     };
     try {
       const outcome = await withDeadline(this.deps.limits.requestTimeoutMs, job, observed, (bounded, boundedHooks) => this.run(bounded, boundedHooks));
+      // The gaps between the pieces the worker kept (an answer asked for whole), timed where they were made.
+      for (const gapMs of outcome.textGapsMs ?? []) this.observer.interTokenGap?.(gapMs, job.modelId);
       const { workerId, placement, finishReason, promptTokens, cachedTokens, restoredTokens, evictedTokens, spilledTokens, completionTokens, queueMs } =
         outcome;
       Object.assign(record, {

@@ -29,6 +29,7 @@ export async function withDeadline(
     {
       onStarted: (start) => live() && hooks.onStarted?.(start),
       onText: (text, logprobs) => live() && hooks.onText?.(text, logprobs),
+      ...(hooks.pieces ? { pieces: hooks.pieces } : {}),
     },
   );
   let onDeadline!: () => void;

@@ -117,6 +117,7 @@ export class Dispatcher {
         { ...job.sampling, maxTokens },
         {
           signal: job.signal,
+          ...(hooks.pieces ? { pieces: hooks.pieces } : {}),
           onStarted: (event) => {
             cachedTokens = event.cachedTokens;
             // The worker's report: this slot now holds the prompt. The tree follows it exactly.

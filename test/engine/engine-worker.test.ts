@@ -136,6 +136,32 @@ describe("WorkerHandle", () => {
   });
 });
 
+describe("an answer asked for whole", () => {
+  for (const isolation of ["thread", "process"] as const) {
+    it(`comes with only its first text piece sent, the gaps between the others timed in the result (${isolation} worker)`, async () => {
+      const own =
+        isolation === "thread" ? undefined : new WorkerHandle(workerInit(await ensureModel("tiny"), { workerId: `whole-${isolation}` }), { isolation });
+      const handle = own ?? worker;
+      await own?.start();
+      try {
+        const { tokens } = await preparer.chat({ modelId: "tiny", messages: [{ role: "user", content: "answer me whole" }] });
+        const every: string[] = [];
+        const streamed = await handle.generate("whole-a", tokens, { ...greedy, maxTokens: 20 }, { onText: (text) => every.push(text) });
+        const sent: string[] = [];
+        const whole = await handle.generate("whole-b", tokens, { ...greedy, maxTokens: 20 }, { onText: (text) => sent.push(text), pieces: "first" });
+        expect(every.length).toBeGreaterThan(2);
+        expect(streamed.textGapsMs).toBeUndefined();
+        expect(whole.text).toBe(streamed.text);
+        expect(sent).toEqual([every[0]]);
+        expect(whole.textGapsMs).toHaveLength(every.length - 1);
+        for (const gap of whole.textGapsMs!) expect(gap).toBeGreaterThanOrEqual(0);
+      } finally {
+        await own?.close();
+      }
+    });
+  }
+});
+
 describe("slot reuse and LRU eviction, as the global tree sees it", () => {
   it("a third conversation takes the least recently used slot, and the slot reports say so", async () => {
     const { GlobalScheduler } = await import("../../src/scheduler/global-scheduler.js");

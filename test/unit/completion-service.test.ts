@@ -29,7 +29,14 @@ function standInWorker(finish: (tokens: readonly number[], hooks: GenerateHooks)
   };
 }
 
-function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks) => GenerationResult)[]) {
+type Finish = (tokens: readonly number[], hooks: GenerateHooks) => GenerationResult;
+
+function service(...finishes: Finish[]) {
+  return serviceWith({}, ...finishes);
+}
+
+/** `requestTimeoutMs`: the host's deadline (0: none). */
+function serviceWith({ requestTimeoutMs = 0 }: { requestTimeoutMs?: number }, ...finishes: Finish[]) {
   const scheduler = new GlobalScheduler(createPolicy("roundrobin"), { now: () => 0 });
   const workers = finishes.map((finish, i) => {
     scheduler.addWorker({
@@ -55,11 +62,14 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
       return { size: 1000, bos: null, longestTokenBytes: 8 };
     },
   } as unknown as PromptPreparer;
+  /** Inter-token gaps the service observed. */
+  const gaps: number[] = [];
   const completions = new CompletionService({
     fleet,
     preparer,
     scheduler,
-    limits: { defaultMaxTokens: 8, requestTimeoutMs: 0, maxConcurrentRequests: 10, maxQueueWaitMs: 0 },
+    limits: { defaultMaxTokens: 8, requestTimeoutMs, maxConcurrentRequests: 10, maxQueueWaitMs: 0 },
+    observer: { interTokenGap: (ms) => gaps.push(ms) },
   });
   const run = (hooks: ChatHooks = {}, sampling: SamplingParams["responseFormat"] = undefined) =>
     completions.complete(
@@ -79,7 +89,7 @@ function service(...finishes: ((tokens: readonly number[], hooks: GenerateHooks)
     const view = scheduler.views().find((worker) => worker.id === "w0")!;
     return { total: view.pendingPrefillTokens, byRank: [...Array.from(view.pendingPrefillByRank)] };
   };
-  return { run, held, pending, completions, preparations };
+  return { run, held, pending, completions, preparations, gaps };
 }
 
 function result(overrides: Partial<GenerationResult>): GenerationResult {
@@ -221,4 +231,30 @@ describe("n choices of one request", () => {
     await completions.complete({ ...job, requestId: "r-other", prompt: { ...job.prompt } });
     expect(preparations.count).toBe(2);
   });
+});
+
+describe("the text pieces a worker is asked for", () => {
+  for (const requestTimeoutMs of [0, 60_000]) {
+    it(`every piece for a caller that reads them, only the first for one that does not, whose kept gaps are observed (deadline ${requestTimeoutMs} ms)`, async () => {
+      const asked: (string | undefined)[] = [];
+      const answer: Finish = (_tokens, hooks) => {
+        asked.push(hooks.pieces);
+        hooks.onText?.("a");
+        if (hooks.pieces === "first") return result({ text: "abc", completionTokens: 3, textGapsMs: [4, 6] });
+        hooks.onText?.("b");
+        hooks.onText?.("c");
+        return result({ text: "abc", completionTokens: 3 });
+      };
+      const { run, gaps } = serviceWith({ requestTimeoutMs }, answer);
+      const pieces: string[] = [];
+      await run({ onText: (text) => pieces.push(text) });
+      expect(pieces).toEqual(["a", "b", "c"]);
+      // Timed at the host between the pieces it got (two gaps, whatever their length).
+      expect(gaps).toHaveLength(2);
+      const whole = await run();
+      expect(asked).toEqual(["all", "first"]);
+      expect(whole.text).toBe("abc");
+      expect(gaps.slice(2)).toEqual([4, 6]);
+    });
+  }
 });

@@ -2,7 +2,7 @@
 // context in a thread or child process (worker-handle.ts), or a llama-server process that
 // this host starts and drives over HTTP (../llama-server/llama-server-engine.ts). The fleet,
 // the dispatcher, calibration, /health and the metrics see only this.
-import type { FinishReason, GenerationResult, TokenLogprob } from "../../contract/generation.js";
+import type { FinishReason, GenerationResult, TextPieces, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { ExportResult, GenerationEvent, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 import type { TokenIds } from "../../common/tokens.js";
@@ -32,6 +32,8 @@ export interface GenerateHooks {
   /** The worker took a slot for the request; cachedTokens is known from here on. */
   onStarted?: (event: Extract<GenerationEvent, { type: "started" }>) => void;
   onText?: (text: string, logprobs?: TokenLogprob[]) => void;
+  /** Which pieces `onText` needs; an engine may send only the first when told so (absent: all). */
+  pieces?: TextPieces;
   /** Aborting cancels the generation; the promise then resolves with finishReason "cancelled". */
   signal?: AbortSignal;
 }

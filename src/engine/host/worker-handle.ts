@@ -100,7 +100,14 @@ export class WorkerHandle implements WorkerEngine {
     let markDone!: () => void;
     const drained = new Promise<void>((resolve) => (markDone = resolve));
     const generationId = `${this.id}-g${++this.generations}`;
-    const task: Omit<GenerateTask, "port"> = { kind: "generate", generationId, requestId, tokens, sampling };
+    const task: Omit<GenerateTask, "port"> = {
+      kind: "generate",
+      generationId,
+      requestId,
+      tokens,
+      sampling,
+      ...(hooks.pieces === "first" ? { pieces: "first" } : {}),
+    };
     const channel = this.runner.generate(task, (event: GenerationEvent) => {
       if (event.type === "started") hooks.onStarted?.(event);
       else if (event.type === "text") hooks.onText?.(event.text, event.logprobs);

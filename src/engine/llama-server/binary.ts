@@ -69,9 +69,22 @@ function run(command: string, args: string[], cwd: string, logFile: string): Pro
 /** The cached build, made now when missing (minutes): clone the bundle, cmake Release, target llama-server. */
 export async function findOrBuildLlamaServer(explicit: string | undefined, onProgress: (line: string) => void): Promise<string> {
   if (explicit) return findLlamaServer(explicit);
+  return findOrBuildTarget("llama-server", "about 20 minutes on 2 cores", onProgress);
+}
+
+/**
+ * Another program of the same cached build, made now when missing: `llama-batched-bench`,
+ * llama.cpp's own decode loop, is what `npm run bench:engine-loop` measures node-llama-cpp's
+ * loop against. Once llama-server is built it shares every library and takes seconds.
+ */
+export async function findOrBuildLlamaCppTool(target: "llama-batched-bench", onProgress: (line: string) => void): Promise<string> {
+  return findOrBuildTarget(target, "seconds once llama-server is built, about 20 minutes before", onProgress);
+}
+
+async function findOrBuildTarget(target: string, duration: string, onProgress: (line: string) => void): Promise<string> {
   const dir = await llamaServerCacheDir();
   const source = join(dir, "src");
-  const binary = join(source, "build", "bin", "llama-server");
+  const binary = join(source, "build", "bin", target);
   if (existsSync(binary)) return binary;
   mkdirSync(dir, { recursive: true });
   const logFile = join(dir, "build.log");
@@ -79,14 +92,14 @@ export async function findOrBuildLlamaServer(explicit: string | undefined, onPro
     onProgress(`cloning llama.cpp from ${BUNDLE} into ${source}`);
     await run("git", ["clone", "--quiet", BUNDLE, source], dir, logFile);
   }
-  onProgress(`building llama-server (about 20 minutes on 2 cores; log: ${logFile})`);
+  onProgress(`building ${target} (${duration}; log: ${logFile})`);
   await run(
     "cmake",
     ["-B", "build", "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"],
     source,
     logFile,
   );
-  await run("cmake", ["--build", "build", "--target", "llama-server", "-j", "2"], source, logFile);
+  await run("cmake", ["--build", "build", "--target", target, "-j", "2"], source, logFile);
   if (!existsSync(binary)) throw new Error(`the build finished without ${binary}; see ${logFile}`);
   return binary;
 }

@@ -6,7 +6,7 @@
 // on that port: killing a thread or aborting a piscina task mid-generation aborts the whole
 // process (measured on node-llama-cpp 3.21.1), so a message is the only safe way to stop.
 
-import type { TokenLogprob } from "../../contract/generation.js";
+import type { TextPieces, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { LocalSchedulerSettings } from "../../scheduler/local-scheduler-settings.js";
 import type { BindingTests } from "./binding-tests.js";
@@ -79,6 +79,8 @@ export interface GenerateTask {
   /** The exact prompt tokens to evaluate, BOS included when the model wants one. */
   tokens: TokenIds;
   sampling: SamplingParams;
+  /** "first": send only the first text event; the result carries the text and the gaps between pieces. Absent: "all". */
+  pieces?: TextPieces;
   port: GenerationPort;
 }
 

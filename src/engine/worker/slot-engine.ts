@@ -256,12 +256,20 @@ export class SlotEngine {
       const sent: string[] = [];
       const logprobs = sampling.logprobs !== undefined ? new LogprobRecorder(this.model, sampling.logprobs) : undefined;
       const sentLogprobs: TokenLogprob[] = [];
+      // An answer asked for whole goes to the host in the result: of its pieces only the first
+      // is sent (the end of its prefill), and the gaps between the others are timed here.
+      const everyPiece = task.pieces !== "first";
+      const textGapsMs: number[] = [];
+      let lastPieceAt = 0;
       const emit = (text: string) => {
         if (text.length === 0) return;
         sent.push(text);
         const entries = logprobs?.take();
         if (entries) sentLogprobs.push(...entries);
-        send(entries ? { type: "text", text, logprobs: entries } : { type: "text", text });
+        const at = performance.now();
+        if (everyPiece || sent.length === 1) send(entries ? { type: "text", text, logprobs: entries } : { type: "text", text });
+        else textGapsMs.push(at - lastPieceAt);
+        lastPieceAt = at;
       };
       this.gate.begin(slot);
       let stopReason: string;
@@ -316,6 +324,7 @@ export class SlotEngine {
         queueMs: startedAt - queuedAt,
         prefillMs: (firstTokenAt ?? finishedAt) - startedAt,
         totalMs: finishedAt - queuedAt,
+        ...(everyPiece ? {} : { textGapsMs }),
       };
     } finally {
       this.slots.release(slot);
