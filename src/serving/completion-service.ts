@@ -124,8 +124,19 @@ export class CompletionService {
       const outcome = await withDeadline(this.deps.limits.requestTimeoutMs, job, observed, (bounded, boundedHooks) => this.run(bounded, boundedHooks));
       // The gaps between the pieces the worker kept (an answer asked for whole), timed where they were made.
       for (const gapMs of outcome.textGapsMs ?? []) this.observer.interTokenGap?.(gapMs, job.modelId);
-      const { workerId, placement, finishReason, promptTokens, cachedTokens, restoredTokens, evictedTokens, spilledTokens, completionTokens, queueMs } =
-        outcome;
+      const {
+        workerId,
+        placement,
+        finishReason,
+        promptTokens,
+        cachedTokens,
+        restoredTokens,
+        evictedTokens,
+        spilledTokens,
+        completionTokens,
+        queueMs,
+        prefillMs,
+      } = outcome;
       Object.assign(record, {
         workerId,
         placement,
@@ -137,6 +148,7 @@ export class CompletionService {
         spilledTokens,
         completionTokens,
         queueMs,
+        prefillMs,
       });
       record.outcome = finishReason === "cancelled" ? "cancelled" : "ok";
       return outcome;

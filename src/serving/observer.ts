@@ -20,12 +20,14 @@ export interface RequestRecord extends TokenCounts {
   /** Placement to first text, ms (undefined when no text came). */
   ttftMs?: number;
   queueMs?: number;
+  /** From the worker's slot to its first generated token, by the worker's clock: the prefill of the uncached part. */
+  prefillMs?: number;
   totalMs: number;
 }
 
 export interface ServingObserver {
   placed?(placement: Placement, policy: string): void;
-  /** Time between two streamed text events of one request, ms. */
+  /** Time between two text pieces of one request, ms (timed at the host, or by the worker for an answer returned whole). */
   interTokenGap?(ms: number, modelId: string): void;
   requestFinished?(record: RequestRecord): void;
   failover?(fromWorkerId: string): void;
@@ -88,6 +90,7 @@ export function requestLog(log: () => { info(object: object, message: string): v
           completionTokens: record.completionTokens,
           ttftMs: record.ttftMs === undefined ? undefined : Math.round(record.ttftMs),
           queueMs: record.queueMs === undefined ? undefined : Math.round(record.queueMs),
+          prefillMs: record.prefillMs === undefined ? undefined : Math.round(record.prefillMs),
           totalMs: Math.round(record.totalMs),
         },
         "completion",

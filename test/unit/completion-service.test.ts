@@ -13,6 +13,7 @@ import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../../src
 import { completeChoices } from "../../src/http/choices.js";
 import { CompletionService, type ChatHooks } from "../../src/serving/completion-service.js";
 import type { Fleet } from "../../src/serving/fleet.js";
+import type { RequestRecord } from "../../src/serving/observer.js";
 import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
 
 const MODEL = "m";
@@ -62,14 +63,15 @@ function serviceWith({ requestTimeoutMs = 0 }: { requestTimeoutMs?: number }, ..
       return { size: 1000, bos: null, longestTokenBytes: 8 };
     },
   } as unknown as PromptPreparer;
-  /** Inter-token gaps the service observed. */
+  /** Inter-token gaps the service observed, and the records of the requests it finished. */
   const gaps: number[] = [];
+  const records: RequestRecord[] = [];
   const completions = new CompletionService({
     fleet,
     preparer,
     scheduler,
     limits: { defaultMaxTokens: 8, requestTimeoutMs, maxConcurrentRequests: 10, maxQueueWaitMs: 0 },
-    observer: { interTokenGap: (ms) => gaps.push(ms) },
+    observer: { interTokenGap: (ms) => gaps.push(ms), requestFinished: (record) => records.push(record) },
   });
   const run = (hooks: ChatHooks = {}, sampling: SamplingParams["responseFormat"] = undefined) =>
     completions.complete(
@@ -89,7 +91,7 @@ function serviceWith({ requestTimeoutMs = 0 }: { requestTimeoutMs?: number }, ..
     const view = scheduler.views().find((worker) => worker.id === "w0")!;
     return { total: view.pendingPrefillTokens, byRank: [...Array.from(view.pendingPrefillByRank)] };
   };
-  return { run, held, pending, completions, preparations, gaps };
+  return { run, held, pending, completions, preparations, gaps, records };
 }
 
 function result(overrides: Partial<GenerationResult>): GenerationResult {
@@ -135,6 +137,15 @@ describe("the prefill the scheduler counts as pending on the worker", () => {
     });
     await expect(stand.run()).rejects.toMatchObject({ code: "worker_failed" });
     expect(stand.pending()).toEqual({ total: 0, byRank: [0, 0, 0, 0, 0] });
+  });
+});
+
+describe("the request's record", () => {
+  it("carries the worker's queue and prefill times beside the host's TTFT", async () => {
+    const { run, records } = service(() => result({ queueMs: 7, prefillMs: 42 }));
+    await run();
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ outcome: "ok", queueMs: 7, prefillMs: 42 });
   });
 });
 
