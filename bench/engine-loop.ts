@@ -27,7 +27,7 @@ import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-setti
 import { ensureModel } from "../src/presets/make-model.js";
 import { type BatchedBenchRow, runBatchedBench } from "./batched-bench.js";
 import { runIdentity } from "./git-commit.js";
-import { NATIVE_BUILD_ENV, nativeBuildPresent } from "./native-build.js";
+import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../src/engine/host/native-build.js";
 import { percentile } from "./soak/stats.js";
 
 const { values } = parseArgs({

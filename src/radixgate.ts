@@ -20,6 +20,7 @@ import { CacheFeed } from "./serving/cache-feed.js";
 import { CircuitBreakers } from "./serving/circuit-breaker.js";
 import { type ResolveHost, RemoteDiscovery, resolveHostAddresses } from "./serving/discovery.js";
 import { probeGpus } from "./engine/host/gpu-probe.js";
+import { cpuBinaryAdvice, nativeBuildPresent } from "./engine/host/native-build.js";
 import { Metrics } from "./metrics/metrics.js";
 import { redisSessions } from "./serving/session-store.js";
 
@@ -183,6 +184,9 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
       );
     }
   }
+  const loaded = fleet.workers.flatMap((worker) => (worker.engine.kind === "node-llama-cpp" && worker.engine.info ? [worker.engine.info] : []));
+  const binaryAdvice = cpuBinaryAdvice(loaded, nativeBuildPresent());
+  if (binaryAdvice) app.log[binaryAdvice.level](binaryAdvice.message);
   const reloader = new ConfigReloader(
     path,
     config,

@@ -23,7 +23,7 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { ensureModel } from "../../src/presets/make-model.js";
 import { runIdentity } from "../git-commit.js";
-import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../native-build.js";
+import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../../src/engine/host/native-build.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
 import { type ProcessCpu, processCpu } from "./process-cpu.js";
 import { percentile } from "../soak/stats.js";

@@ -130,9 +130,9 @@ describe("radixgate serve", () => {
       stdio: ["ignore", "pipe", "inherit"],
     });
     const exited = new Promise<number | null>((resolve) => server.once("exit", (code) => resolve(code)));
+    let out = "";
     try {
       const baseURL = await new Promise<string>((resolve, reject) => {
-        let out = "";
         server.stdout!.on("data", (chunk: Buffer) => {
           out += chunk.toString();
           const match = /Radixgate serving on (http:\/\/[\d.:]+)/.exec(out);
@@ -142,6 +142,8 @@ describe("radixgate serve", () => {
       });
       const health = async () => (await (await fetch(`${baseURL}/health`)).json()) as { policy: string };
       expect((await health()).policy).toBe("least-load");
+      // Its CPU worker runs the prebuilt binary: the operator is told about the build made here (said before serving).
+      expect(out).toMatch(/CPU workers run node-llama-cpp's prebuilt llama.cpp binary.*npm run (build:engine-native|start:native)/);
       // A reload reads the file again with the same overrides: the policy stays the command line's.
       writeFileSync(config, `${readFileSync(config, "utf8")}scheduler: { policy: preble }\nserver: { apiKeys: [reloaded] }\n`.replace(/^server: \{.*\}\n/, ""));
       server.kill("SIGHUP");

@@ -7,19 +7,9 @@
 // (node-llama-cpp also turns a few GGML_* variables, such as GGML_CUDA, into custom options;
 // only the NODE_LLAMA_CPP_CMAKE_OPTION_ ones are checked here.)
 import { getLlama, type Llama, type LlamaOptions, NoBinaryFoundError } from "node-llama-cpp";
+import { CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS, requestedCmakeOptions } from "../wire/llama-build-options.js";
 
-export const CMAKE_OPTION_PREFIX = "NODE_LLAMA_CPP_CMAKE_OPTION_";
-
-/** What `npm run build:engine-native` builds with (package.json): this CPU's instruction set, no OpenMP. */
-export const NATIVE_CPU_BUILD_OPTIONS: Readonly<Record<string, string>> = { GGML_NATIVE: "ON", GGML_OPENMP: "OFF" };
-
-/** The custom CMake options the environment asks node-llama-cpp's build for ("GGML_NATIVE=ON", ...). */
-export function requestedCmakeOptions(env: NodeJS.ProcessEnv = process.env): string[] {
-  return Object.entries(env)
-    .filter(([name, value]) => name.startsWith(CMAKE_OPTION_PREFIX) && value !== undefined)
-    .map(([name, value]) => `${name.slice(CMAKE_OPTION_PREFIX.length)}=${value}`)
-    .sort();
-}
+export { CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS, requestedCmakeOptions };
 
 const asOptionList = (options: Readonly<Record<string, string>>) =>
   Object.entries(options)
