@@ -3,7 +3,7 @@
 // more when its worker dies, or an engine elsewhere sends nothing in its first-byte timeout,
 // before any of the answer reached the client.
 import type { GenerationResult } from "../contract/generation.js";
-import { FirstByteTimeoutError, WorkerDiedError } from "../engine/host/worker-errors.js";
+import { FirstByteTimeoutError, ModelOutputError, WorkerDiedError } from "../engine/host/worker-errors.js";
 import type { GlobalScheduler } from "../scheduler/global-scheduler.js";
 import type { PlacementTicket } from "../scheduler/ticket.js";
 import type { CopyAction } from "../scheduler/types.js";
@@ -146,8 +146,9 @@ export class Dispatcher {
         throw new NotStartedError(failed, ticket.workerId, true);
       }
       if (!(error instanceof WorkerDiedError)) {
-        // The worker's fault (a 5xx: not the client's, and not a death, which the fleet handles).
-        if (failed.status >= 500) this.deps.breakers?.failed(ticket.workerId, failed.message);
+        // The worker's fault (a 5xx: not the client's, and not a death, which the fleet handles),
+        // unless its engine refused what the model generated: that says nothing of the worker.
+        if (failed.status >= 500 && !(error instanceof ModelOutputError)) this.deps.breakers?.failed(ticket.workerId, failed.message);
         throw failed;
       }
       // Demote at once, not at the next report: the fleet restarts it and says when it is back.

@@ -27,6 +27,8 @@ export const ERROR_CATALOGUE = {
   /** The client went away before an answer: logged and counted, never sent (nobody reads it). */
   cancelled: { status: 499, type: "invalid_request_error" },
   worker_failed: { status: 500, type: "server_error" },
+  /** The engine refused the text its model generated (llama-server: not valid UTF-8); the worker is healthy. */
+  model_output_rejected: { status: 500, type: "server_error" },
   internal_error: { status: 500, type: "server_error" },
 } as const satisfies Record<string, { status: number; type: string }>;
 

@@ -1,6 +1,13 @@
 // A worker's failure on a request, as the error its client gets. The engine hands over
 // typed errors (engine/host/worker-errors.ts), so the mapping is by class, never by text.
-import { EngineRefusalError, FirstByteTimeoutError, ResponseFormatError, UnsupportedOnEngineError, WorkerDiedError } from "../engine/host/worker-errors.js";
+import {
+  EngineRefusalError,
+  FirstByteTimeoutError,
+  ModelOutputError,
+  ResponseFormatError,
+  UnsupportedOnEngineError,
+  WorkerDiedError,
+} from "../engine/host/worker-errors.js";
 import type { CompletionJob } from "./completion-job.js";
 import { ERROR_CATALOGUE, type ErrorCode, ServingError } from "./errors.js";
 
@@ -23,6 +30,12 @@ export function clientErrorOf(error: unknown, workerId: string, job: Pick<Comple
     return new ServingError("invalid_request", `\`${param}\` cannot be turned into a grammar: ${error.message}`, param);
   }
   if (error instanceof UnsupportedOnEngineError) return new ServingError("unsupported_parameter", error.message, error.param);
+  if (error instanceof ModelOutputError) {
+    return new ServingError(
+      "model_output_rejected",
+      `Worker ${workerId}'s engine refused the text the model generated for this request (request ${job.requestId}: ${error.message}): it was not valid UTF-8 text. The worker is fine; retry the request, with another seed or temperature if it was sampled.`,
+    );
+  }
   if (error instanceof EngineRefusalError && error.code in ERROR_CATALOGUE && ERROR_CATALOGUE[error.code as ErrorCode].status === error.status) {
     return new ServingError(error.code as ErrorCode, error.message, error.param);
   }

@@ -9,7 +9,8 @@ import type { SamplingParams } from "../../src/contract/sampling.js";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
-import { ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../../src/engine/host/worker-errors.js";
+import { ModelOutputError, ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../../src/engine/host/worker-errors.js";
+import { CircuitBreakers } from "../../src/serving/circuit-breaker.js";
 import { completeChoices } from "../../src/http/choices.js";
 import { CompletionService, type ChatHooks } from "../../src/serving/completion-service.js";
 import type { Fleet } from "../../src/serving/fleet.js";
@@ -36,8 +37,8 @@ function service(...finishes: Finish[]) {
   return serviceWith({}, ...finishes);
 }
 
-/** `requestTimeoutMs`: the host's deadline (0: none). */
-function serviceWith({ requestTimeoutMs = 0 }: { requestTimeoutMs?: number }, ...finishes: Finish[]) {
+/** `requestTimeoutMs`: the host's deadline (0: none); `breakers`: the workers' circuit breakers. */
+function serviceWith({ requestTimeoutMs = 0, breakers }: { requestTimeoutMs?: number; breakers?: CircuitBreakers }, ...finishes: Finish[]) {
   const scheduler = new GlobalScheduler(createPolicy("roundrobin"), { now: () => 0 });
   const workers = finishes.map((finish, i) => {
     scheduler.addWorker({
@@ -72,6 +73,7 @@ function serviceWith({ requestTimeoutMs = 0 }: { requestTimeoutMs?: number }, ..
     scheduler,
     limits: { defaultMaxTokens: 8, requestTimeoutMs, maxConcurrentRequests: 10, maxQueueWaitMs: 0 },
     observer: { interTokenGap: (ms) => gaps.push(ms), requestFinished: (record) => records.push(record) },
+    ...(breakers ? { breakers } : {}),
   });
   const run = (hooks: ChatHooks = {}, sampling: SamplingParams["responseFormat"] = undefined) =>
     completions.complete(
@@ -268,4 +270,26 @@ describe("the text pieces a worker is asked for", () => {
       expect(gaps.slice(2)).toEqual([4, 6]);
     });
   }
+});
+
+describe("an engine that refuses its own model's output", () => {
+  it("fails the request with model_output_rejected and does not count against the worker's circuit; another failure does", async () => {
+    const breakers = new CircuitBreakers({ failures: 1, openMs: 60_000 }, { setPlaceable: () => {} });
+    try {
+      const refused = serviceWith({ breakers }, () => {
+        throw new ModelOutputError("llama-server: The model produced output that does not match the expected Content-only format");
+      });
+      for (let i = 0; i < 3; i++) {
+        await expect(refused.run()).rejects.toMatchObject({ code: "model_output_rejected", status: 500, message: expect.stringContaining("request r1") });
+      }
+      expect(breakers.state("w0")).toBe("closed");
+      const failing = serviceWith({ breakers }, () => {
+        throw new WorkerTaskError("sampler failed");
+      });
+      await expect(failing.run()).rejects.toMatchObject({ code: "worker_failed" });
+      expect(breakers.state("w0")).toBe("open");
+    } finally {
+      breakers.close();
+    }
+  });
 });

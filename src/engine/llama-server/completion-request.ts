@@ -4,7 +4,7 @@
 // events read back into text pieces, logprobs and the final report.
 import type { TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
-import { UnsupportedOnEngineError } from "../host/worker-errors.js";
+import { ModelOutputError, UnsupportedOnEngineError } from "../host/worker-errors.js";
 import { sseEvents } from "../remote/http-client.js";
 
 /**
@@ -88,6 +88,14 @@ interface RawEvent {
   error?: { message?: string } | string;
 }
 
+/**
+ * llama-server's error when the text its model generated does not parse as chat text: it
+ * parses every streamed piece, `/completion` included, and bytes that are not valid UTF-8
+ * fail the parse ("The model produced output that does not match the expected Content-only
+ * format"). The only sign of it is the message.
+ */
+const OWN_OUTPUT_REFUSED = /model produced output that does not match the expected/i;
+
 /** llama-server writes 0 probability as the lowest float; OpenAI writes -9999. */
 const logprobOf = (value: number) => (Number.isFinite(value) && value > -9999 ? value : -9999);
 
@@ -116,7 +124,9 @@ export async function readCompletionStream(
     if (data === "[DONE]") continue;
     const event = JSON.parse(data) as RawEvent;
     if (event.error !== undefined) {
-      throw new Error(`llama-server: ${typeof event.error === "string" ? event.error : (event.error.message ?? JSON.stringify(event.error))}`);
+      const message = typeof event.error === "string" ? event.error : (event.error.message ?? JSON.stringify(event.error));
+      if (OWN_OUTPUT_REFUSED.test(message)) throw new ModelOutputError(`llama-server: ${message}`);
+      throw new Error(`llama-server: ${message}`);
     }
     const logprobs = topLogprobs !== undefined && event.completion_probabilities ? logprobsOf(event.completion_probabilities, topLogprobs) : undefined;
     if (event.content || (event.tokens && event.tokens.length > 0)) {

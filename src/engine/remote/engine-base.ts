@@ -7,7 +7,7 @@ import type { FinishReason, GenerationResult } from "../../contract/generation.j
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import type { EngineEndpoint } from "./endpoint.js";
 import type { ExportResult, ImportResult, LoadResult, SlotReport, WorkerInit, WorkerStats } from "../wire/protocol.js";
-import { EngineRefusalError, FirstByteTimeoutError, ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
+import { EngineRefusalError, FirstByteTimeoutError, ModelOutputError, ResponseFormatError, WorkerDiedError, WorkerTaskError } from "../host/worker-errors.js";
 import { cancelledInQueue } from "../wire/generation-results.js";
 
 /** One run of the engine: where its requests go, and when it was lost. */
@@ -182,7 +182,8 @@ export abstract class HttpEngineBase<Life extends EngineLife> {
    * `what` failed. undefined when the client cancelled it (the caller answers "cancelled").
    */
   protected async connectionFailure(error: unknown, life: EngineLife, abort: AbortController, what: string): Promise<Error | undefined> {
-    if (error instanceof WorkerTaskError || error instanceof EngineRefusalError || error instanceof ResponseFormatError) return error;
+    if (error instanceof WorkerTaskError || error instanceof EngineRefusalError || error instanceof ResponseFormatError || error instanceof ModelOutputError)
+      return error;
     if (abort.signal.reason instanceof WorkerDiedError || abort.signal.reason instanceof FirstByteTimeoutError) return abort.signal.reason;
     if (abort.signal.aborted) return undefined;
     if ((await life.server.confirmLost()) || life.dead) return new WorkerDiedError(`${this.id}: ${life.lostReason ?? "its server stopped answering"}`);
