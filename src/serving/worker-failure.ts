@@ -33,7 +33,7 @@ export function clientErrorOf(error: unknown, workerId: string, job: Pick<Comple
   if (error instanceof ModelOutputError) {
     return new ServingError(
       "model_output_rejected",
-      `Worker ${workerId}'s engine refused the text the model generated for this request (request ${job.requestId}: ${error.message}): it was not valid UTF-8 text. The worker is fine; retry the request, with another seed or temperature if it was sampled.`,
+      `Worker ${workerId}'s engine refused the text the model generated for this request (request ${job.requestId}: ${error.message}): it was not valid UTF-8 text. The worker is fine: a sampled request may succeed on a retry (with another seed), a greedy one (temperature 0) makes the same bytes again.`,
     );
   }
   if (error instanceof EngineRefusalError && error.code in ERROR_CATALOGUE && ERROR_CATALOGUE[error.code as ErrorCode].status === error.status) {
