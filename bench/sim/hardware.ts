@@ -236,7 +236,9 @@ function idealisedSpec(name: string, timeModel: TimeModelCoefficients, options: 
  * What one decode pass of two to four sequences in consecutive slots costs on a CPU worker,
  * in steps of one sequence alone: `npm run bench:engine-loop` (bench/results/engine-loop.md,
  * the prebuilt binary) measured 1.61-1.68 at 1 thread and 1.60-1.76 at 2 in one run (997e01e),
- * 1.66-2.00 and 1.84-2.17 in another (93aba29); 1.6 is the low end. A CPU decode pass
+ * 1.66-2.00 and 1.84-2.17 in another (93aba29), 2.20-2.44 and 1.78-1.86 on another machine
+ * (afe2e25, an AVX-512 CPU where the prebuilt binary runs its zen4 variant); 1.6 is the low
+ * end, and the committed bench:sim-vs-live results were run with it. A CPU decode pass
  * is not bound by reading the weights as a GPU's is, so a second sequence is not free, but
  * the third and fourth add little.
  */
