@@ -22,7 +22,7 @@
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import { distribution, type Distribution } from "../sim/metrics.js";
 import { PRESETS } from "../../src/presets/make-model.js";
-import { cpuSpec, kvBytesPerToken, readTimeModelFile } from "../sim/hardware.js";
+import { CPU_MULTI_SEQUENCE_PASS, cpuSpec, kvBytesPerToken, readTimeModelFile } from "../sim/hardware.js";
 import type { SimResult, SpillSpec, WorkerSpec } from "../sim/simulator.js";
 import type { TimeModelCoefficients } from "../../src/scheduler/time-model.js";
 import { armsOfRun, liveConfig, runLiveBench, type LiveOptions, type ReplaySample } from "./live-bench.js";
@@ -137,7 +137,10 @@ export function specOfLive(
   });
   return {
     ...card,
-    ...(variant === "cpu" && contention !== NO_CONTENTION ? { contention } : {}),
+    ...(variant === "cpu" && contention !== NO_CONTENTION
+      ? { contention: { prefillFactor: contention.prefillFactor, decodeFactor: contention.decodeFactor } }
+      : {}),
+    ...(variant === "cpu" && contention.multiSequencePass !== undefined ? { multiSequencePassFactor: contention.multiSequencePass } : {}),
     chunkTokens: local.chunkTokens,
     priorityGroups: local.priorityGroups,
     quotaPerGroup: local.quotaPerGroup,
@@ -145,7 +148,16 @@ export function specOfLive(
   };
 }
 
-export type Contention = { prefillFactor: number; decodeFactor: number };
+export type Contention = {
+  prefillFactor: number;
+  decodeFactor: number;
+  /**
+   * What a decode pass of two or more sequences costs on this machine, served, in steps of one
+   * sequence alone (the card's multiSequencePassFactor), from the "four decode together" probe;
+   * absent: the card's measured default.
+   */
+  multiSequencePass?: number;
+};
 const NO_CONTENTION: Contention = { prefillFactor: 1, decodeFactor: 1 };
 
 /** Live first (a real server per arm), then the simulator on the same list. */
@@ -327,12 +339,23 @@ export function probes(seed: number): Probe[] {
 export function contentionOf(results: readonly ProbeResult[]): Contention | undefined {
   const probe = results.find((result) => result.name === "two workers busy");
   if (!probe) return undefined;
-  // Files written before the card carried contention call this card `cpu`.
-  const sim = probe.variants["cpu-alone"] ?? (probe.variants as Partial<Record<string, SideSummary>>).cpu!;
+  const sim = aloneCard(probe);
   const prefillFactor = probe.live.ttftMs.mean / sim.ttftMs.mean;
-  const decodeFactor = (probe.live.latencyMs.mean - probe.live.ttftMs.mean) / (sim.latencyMs.mean - sim.ttftMs.mean);
-  return Number.isFinite(prefillFactor) && Number.isFinite(decodeFactor) && prefillFactor > 0 && decodeFactor > 0 ? { prefillFactor, decodeFactor } : undefined;
+  const decodeFactor = decodeMs(probe.live) / decodeMs(sim);
+  if (!(Number.isFinite(prefillFactor) && Number.isFinite(decodeFactor) && prefillFactor > 0 && decodeFactor > 0)) return undefined;
+  // One worker decoding four sequences side by side: its live decode over the card's, which
+  // prices every such step at CPU_MULTI_SEQUENCE_PASS x one sequence's (plus each sequence's
+  // attention, left as it is: with these short contexts it is a small part of the step).
+  const four = results.find((result) => result.name === "four decode together");
+  const multiSequencePass = four ? (CPU_MULTI_SEQUENCE_PASS * decodeMs(four.live)) / decodeMs(aloneCard(four)) : Number.NaN;
+  return { prefillFactor, decodeFactor, ...(Number.isFinite(multiSequencePass) && multiSequencePass > 0 ? { multiSequencePass } : {}) };
 }
+
+/** A probe's simulation on the card without contention (files written before the card carried contention call it `cpu`). */
+const aloneCard = (probe: ProbeResult): SideSummary => probe.variants["cpu-alone"] ?? (probe.variants as Partial<Record<string, SideSummary>>).cpu!;
+
+/** The mean time after the first token: the decode. */
+const decodeMs = (side: SideSummary) => side.latencyMs.mean - side.ttftMs.mean;
 
 /** Runs every probe live (a fresh server each) and in the simulator (without contention: the probes measure it). */
 export async function runProbes(options: Pick<SimVsLiveOptions, "preset" | "threads" | "timeModelFile" | "onProgress">, seed: number): Promise<ProbeResult[]> {

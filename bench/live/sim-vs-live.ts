@@ -11,9 +11,10 @@
 // live run (its workload, seed, salt, calibration and live samples), e.g. after a simulator change.
 // Before the replay, four small probes (compare.ts), live and simulated, each isolating one
 // effect, run as many times as the live arms; "two workers busy" measures the host's
-// contention that the prediction's card carries, the mean of its runs' factors
-// (--skip-probes leaves them out, and the card without contention; --live-from keeps the
-// recorded ones).
+// contention and "four decode together" what a decode pass of several sequences costs served
+// on this machine, both carried by the prediction's card as the mean of the runs' figures
+// (--skip-probes leaves them out, and the card without contention, with its default pass
+// factor; --live-from keeps the recorded ones).
 import { gitCommit, machineDescription } from "../git-commit.js";
 import { randomInt } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -34,6 +35,7 @@ import {
   type SimVsLiveResult,
 } from "./compare.js";
 import { liveConfig, type ReplaySample } from "./live-bench.js";
+import { CPU_MULTI_SEQUENCE_PASS } from "../sim/hardware.js";
 import { TOOLBENCH_REPLAY_DEFAULTS, toolbenchReplay, type ToolbenchReplayOptions } from "./replay.js";
 
 /** The probes are simulated without the host's contention (they measure it). */
@@ -145,11 +147,15 @@ if (recorded) probeRuns.push(...(recorded.probeRuns ?? (recorded.probes ? [recor
 else if (!values["skip-probes"]) for (let run = 0; run < liveRepeats; run++) probeRuns.push(await runProbes(simVsLive, salt + run));
 const probeResults = probeRuns[0];
 const contentionRuns = probeRuns.map((run) => contentionOf(run)).filter((factors) => factors !== undefined);
+const mean = (values: readonly number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+const passRuns = contentionRuns.flatMap((f) => (f.multiSequencePass !== undefined ? [f.multiSequencePass] : []));
 const contention =
   contentionRuns.length > 0
     ? {
-        prefillFactor: contentionRuns.reduce((sum, f) => sum + f.prefillFactor, 0) / contentionRuns.length,
-        decodeFactor: contentionRuns.reduce((sum, f) => sum + f.decodeFactor, 0) / contentionRuns.length,
+        prefillFactor: mean(contentionRuns.map((f) => f.prefillFactor)),
+        decodeFactor: mean(contentionRuns.map((f) => f.decodeFactor)),
+        // Only when every run measured it: a recorded file from before has none.
+        ...(passRuns.length === contentionRuns.length ? { multiSequencePass: mean(passRuns) } : {}),
       }
     : undefined;
 const liveRun = recorded
@@ -306,7 +312,13 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
         r.contentionRuns.length > 1
           ? ` (the mean of its ${r.contentionRuns.length} runs: prefill ${r.contentionRuns.map((f) => fmt(f.prefillFactor, 2)).join(", ")}; decode ${r.contentionRuns.map((f) => fmt(f.decodeFactor, 2)).join(", ")})`
           : ""
-      }${r.probes ? "" : " (no probe ran: 1 and 1)"}; the prediction above.`,
+      }${r.probes ? "" : " (no probe ran: 1 and 1)"}${
+        result.contention.multiSequencePass !== undefined
+          ? `; and a decode pass of two or more sequences costs ${fmt(result.contention.multiSequencePass, 2)} x one sequence's instead of the card's ${CPU_MULTI_SEQUENCE_PASS}, as the "four decode together" probe measured it served on this machine (its live decode over \`cpu-alone\`'s, times ${CPU_MULTI_SEQUENCE_PASS}${
+              r.contentionRuns.length > 1 ? `; runs: ${r.contentionRuns.map((f) => fmt(f.multiSequencePass ?? Number.NaN, 2)).join(", ")}` : ""
+            })`
+          : ""
+      }; the prediction above.`,
     "",
     `| arm | live TTFT / latency / cached | ${SIM_VARIANTS.join(" | ")} |`,
     `| --- | --- | ${SIM_VARIANTS.map(() => "---").join(" | ")} |`,

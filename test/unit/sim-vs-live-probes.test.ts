@@ -1,0 +1,44 @@
+// What bench:sim-vs-live's prediction takes from its probes: the host's contention from "two
+// workers busy", and the served cost of a decode pass of several sequences from "four decode
+// together", both as live over the card without contention; and the card that carries them.
+import { describe, expect, it } from "vitest";
+import { contentionOf, type ProbeResult, type SideSummary, specOfLive } from "../../bench/live/compare.js";
+import { CPU_MULTI_SEQUENCE_PASS } from "../../bench/sim/hardware.js";
+import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
+
+const side = (ttftMs: number, latencyMs: number): SideSummary => {
+  const at = (mean: number) => ({ mean, p50: mean, p90: mean, p99: mean, max: mean });
+  return { n: 2, ttftMs: at(ttftMs), latencyMs: at(latencyMs), cachedFraction: 0, placed: {} };
+};
+
+function probe(name: string, live: SideSummary, alone: SideSummary): ProbeResult {
+  return { name, isolates: "", workers: 1, requests: 2, live, variants: { "gpu-style": alone, store: alone, "cpu-alone": alone, cpu: alone } };
+}
+
+describe("the factors bench:sim-vs-live's prediction takes from its probes", () => {
+  const busy = probe("two workers busy", side(1100, 2600), side(1000, 2000));
+
+  it("contention from two workers busy: prefill and decode, live over the card alone", () => {
+    const factors = contentionOf([busy])!;
+    expect(factors.prefillFactor).toBeCloseTo(1.1, 10);
+    expect(factors.decodeFactor).toBeCloseTo(1.5, 10);
+    // Without the four-sequence probe the card keeps its own pass factor.
+    expect(factors.multiSequencePass).toBeUndefined();
+  });
+
+  it("the pass of several sequences from four decode together: the card's factor times live decode over the card's", () => {
+    const four = probe("four decode together", side(400, 3400), side(500, 2500));
+    expect(contentionOf([busy, four])!.multiSequencePass).toBeCloseTo((CPU_MULTI_SEQUENCE_PASS * 3000) / 2000, 10);
+  });
+
+  it("is carried by the prediction's card only", () => {
+    const options = { preset: "bench" as const, workers: 2, threads: 1 };
+    const measured = { prefillFactor: 1.1, decodeFactor: 1.5, multiSequencePass: 2.4 };
+    const prediction = specOfLive(options, CPU_LIKE_COEFFICIENTS, "cpu", measured);
+    expect(prediction.multiSequencePassFactor).toBe(2.4);
+    expect(prediction.contention).toEqual({ prefillFactor: 1.1, decodeFactor: 1.5 });
+    const alone = specOfLive(options, CPU_LIKE_COEFFICIENTS, "cpu-alone", measured);
+    expect(alone.multiSequencePassFactor).toBe(CPU_MULTI_SEQUENCE_PASS);
+    expect(alone.contention).toBeUndefined();
+  });
+});
