@@ -10,7 +10,7 @@
 // The prediction is the simulator's CPU card (`cpu`): the calibrated time model, one decode
 // pass per run of consecutive busy slots, the worker's state store, and the host's contention: a step
 // that starts while another worker of the host has requests running takes longer, by the
-// factors the "two workers busy" probe measures on this machine before the arms run (the
+// factors the "two workers, two each" probe measures on this machine before the arms run (the
 // calibration profiles one worker alone on an idle machine; on a CPU box the workers share
 // its cores with each other and with Node's own threads). Next to it, the same list on cards
 // that leave a part out, to show what each accounts for:
@@ -329,26 +329,46 @@ export function probes(seed: number): Probe[] {
       arm: "pinned",
       replay: [request(0, 0, tokens(100), 10), ...[1, 2, 3, 4].map((i) => request(i, 1000 + i * 5, tokens(100), 200))],
     },
+    {
+      name: "two workers, two each",
+      isolates:
+        "both workers prefilling then decoding two requests each at once, as the arms keep several on each worker (the contention the prediction carries is read here)",
+      workers: 2,
+      arm: "spread",
+      replay: [0, 1, 2, 3].map((i) => request(i, 0, tokens(2000), 100)),
+    },
   ];
 }
 
 /**
- * The host's contention from the "two workers busy" probe: live over simulated (`cpu-alone`)
- * time to the first token (the prefill, plus HTTP), and the same for the rest (the decode).
+ * Where the contention is read: two requests on each worker, as the arms keep several; a
+ * recorded file from before that probe has only one on each.
+ */
+const CONTENTION_PROBES = ["two workers, two each", "two workers busy"];
+
+/**
+ * What the prediction's card takes from the probes. The host's contention, from the first of
+ * CONTENTION_PROBES the results hold: live over simulated (`cpu-alone`) time to the first
+ * token (the prefill, plus HTTP), and the same for the rest (the decode). The cost of a decode
+ * pass of several sequences, from "four decode together".
  */
 export function contentionOf(results: readonly ProbeResult[]): Contention | undefined {
-  const probe = results.find((result) => result.name === "two workers busy");
+  const probe = CONTENTION_PROBES.map((name) => results.find((result) => result.name === name)).find((found) => found !== undefined);
   if (!probe) return undefined;
-  const sim = aloneCard(probe);
-  const prefillFactor = probe.live.ttftMs.mean / sim.ttftMs.mean;
-  const decodeFactor = decodeMs(probe.live) / decodeMs(sim);
-  if (!(Number.isFinite(prefillFactor) && Number.isFinite(decodeFactor) && prefillFactor > 0 && decodeFactor > 0)) return undefined;
   // One worker decoding four sequences side by side: its live decode over the card's, which
   // prices every such step at CPU_MULTI_SEQUENCE_PASS x one sequence's (plus each sequence's
   // attention, left as it is: with these short contexts it is a small part of the step).
   const four = results.find((result) => result.name === "four decode together");
-  const multiSequencePass = four ? (CPU_MULTI_SEQUENCE_PASS * decodeMs(four.live)) / decodeMs(aloneCard(four)) : Number.NaN;
-  return { prefillFactor, decodeFactor, ...(Number.isFinite(multiSequencePass) && multiSequencePass > 0 ? { multiSequencePass } : {}) };
+  const measuredPass = four ? (CPU_MULTI_SEQUENCE_PASS * decodeMs(four.live)) / decodeMs(aloneCard(four)) : Number.NaN;
+  const multiSequencePass = Number.isFinite(measuredPass) && measuredPass > 0 ? measuredPass : undefined;
+  const sim = aloneCard(probe);
+  const prefillFactor = probe.live.ttftMs.mean / sim.ttftMs.mean;
+  // Several requests on a worker decode in passes the card will price at the measured factor:
+  // the contention is what the live decode took beyond that.
+  const passScale = probe.requests > probe.workers && multiSequencePass !== undefined ? multiSequencePass / CPU_MULTI_SEQUENCE_PASS : 1;
+  const decodeFactor = decodeMs(probe.live) / (decodeMs(sim) * passScale);
+  if (!(Number.isFinite(prefillFactor) && Number.isFinite(decodeFactor) && prefillFactor > 0 && decodeFactor > 0)) return undefined;
+  return { prefillFactor, decodeFactor, ...(multiSequencePass !== undefined ? { multiSequencePass } : {}) };
 }
 
 /** A probe's simulation on the card without contention (files written before the card carried contention call it `cpu`). */

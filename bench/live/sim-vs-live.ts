@@ -10,7 +10,7 @@
 // --live-from FILE (a sim-vs-live.json) runs no server: it re-simulates that file's recorded
 // live run (its workload, seed, salt, calibration and live samples), e.g. after a simulator change.
 // Before the replay, four small probes (compare.ts), live and simulated, each isolating one
-// effect, run as many times as the live arms; "two workers busy" measures the host's
+// effect, run as many times as the live arms; "two workers, two each" measures the host's
 // contention and "four decode together" what a decode pass of several sequences costs served
 // on this machine, both carried by the prediction's card as the mean of the runs' figures
 // (--skip-probes leaves them out, and the card without contention, with its default pass
@@ -138,7 +138,7 @@ const simVsLive: SimVsLiveOptions = {
   onProgress: progress,
 };
 const liveRepeats = recorded ? (recorded.liveRepeats ?? 1) : positive("repeats", values.repeats);
-// The probes first (their "two workers busy" measures the contention the prediction carries),
+// The probes first (their "two workers, two each" measures the contention the prediction carries),
 // then the live arms, then the simulator.
 // As often as the live arms, and the contention is the mean of the runs' factors: the probe is
 // two requests, and the prediction at this load moves by more than the factor does.
@@ -308,7 +308,7 @@ function markdown(result: SimVsLiveResult, r: typeof report): string {
       : []),
     "",
     "What each part of the simulated card accounts for: mean TTFT (sim / live), mean latency (sim / live) and mean cached fraction on each card (compare.ts): `gpu-style` = one decode pass per step for all sequences (full batches in one unified pass), no state store; `store` = + the worker's state store; `cpu-alone` = + one decode pass per run of consecutive busy slots (llama.cpp evaluates only consecutive sequence ids together), each worker as if alone on the machine (its calibration); " +
-      `\`cpu\` = + the host's contention: a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers busy" probe measured on this machine before the arms ran${
+      `\`cpu\` = + the host's contention: a step that starts while the other worker has requests running takes its prefill x ${fmt(result.contention.prefillFactor, 2)} and its decode x ${fmt(result.contention.decodeFactor, 2)}, the factors the "two workers, two each" probe measured on this machine before the arms ran (its decode net of the measured pass of several sequences below)${
         r.contentionRuns.length > 1
           ? ` (the mean of its ${r.contentionRuns.length} runs: prefill ${r.contentionRuns.map((f) => fmt(f.prefillFactor, 2)).join(", ")}; decode ${r.contentionRuns.map((f) => fmt(f.decodeFactor, 2)).join(", ")})`
           : ""
@@ -367,7 +367,7 @@ function notes(result: SimVsLiveResult, r: typeof report): string[] {
     "",
     `- Contention: the calibration times one worker alone on an idle machine; live, both workers' llama.cpp threads share ${cpus().length} cores with Node's main thread (HTTP, SSE, the benchmark client itself) and the prompt thread.` +
       (r.probes
-        ? ` With both workers busy (probe "two workers busy") the live prefill took ${fmt(result.contention.prefillFactor, 2)}x and the decode ${fmt(result.contention.decodeFactor, 2)}x the calibrated time; the prediction carries these factors. Without them (\`cpu-alone\`): sim / live mean TTFT ${result.rows.map((row, i) => `${row.arm} ${fmt(alone[i]!, 2)}`).join(", ")}.`
+        ? ` With both workers busy (probe "two workers, two each") the live prefill took ${fmt(result.contention.prefillFactor, 2)}x and the decode ${fmt(result.contention.decodeFactor, 2)}x the calibrated time; the prediction carries these factors. Without them (\`cpu-alone\`): sim / live mean TTFT ${result.rows.map((row, i) => `${row.arm} ${fmt(alone[i]!, 2)}`).join(", ")}.`
         : " (Not measured: the probes did not run.)"),
     `- Small samples: ${r.workload.requests} requests per arm; a shift of a few tens of ms moves a request's decode into or out of a ~300 ms prefill step of another (a decoding request gets one token per step), so single requests differ by seconds between runs and between live and sim.`,
     "",

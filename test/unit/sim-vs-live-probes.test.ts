@@ -11,12 +11,12 @@ const side = (ttftMs: number, latencyMs: number): SideSummary => {
   return { n: 2, ttftMs: at(ttftMs), latencyMs: at(latencyMs), cachedFraction: 0, placed: {} };
 };
 
-function probe(name: string, live: SideSummary, alone: SideSummary): ProbeResult {
-  return { name, isolates: "", workers: 1, requests: 2, live, variants: { "gpu-style": alone, store: alone, "cpu-alone": alone, cpu: alone } };
+function probe(name: string, live: SideSummary, alone: SideSummary, workers = 1, requests = 2): ProbeResult {
+  return { name, isolates: "", workers, requests, live, variants: { "gpu-style": alone, store: alone, "cpu-alone": alone, cpu: alone } };
 }
 
 describe("the factors bench:sim-vs-live's prediction takes from its probes", () => {
-  const busy = probe("two workers busy", side(1100, 2600), side(1000, 2000));
+  const busy = probe("two workers busy", side(1100, 2600), side(1000, 2000), 2, 2);
 
   it("contention from two workers busy: prefill and decode, live over the card alone", () => {
     const factors = contentionOf([busy])!;
@@ -29,6 +29,17 @@ describe("the factors bench:sim-vs-live's prediction takes from its probes", () 
   it("the pass of several sequences from four decode together: the card's factor times live decode over the card's", () => {
     const four = probe("four decode together", side(400, 3400), side(500, 2500));
     expect(contentionOf([busy, four])!.multiSequencePass).toBeCloseTo((CPU_MULTI_SEQUENCE_PASS * 3000) / 2000, 10);
+  });
+
+  it("contention from two requests on each worker when that probe ran, its decode net of the measured pass", () => {
+    const four = probe("four decode together", side(400, 3400), side(500, 2500));
+    const twoEach = probe("two workers, two each", side(1300, 4300), side(1000, 2500), 2, 4);
+    const factors = contentionOf([busy, four, twoEach])!;
+    expect(factors.prefillFactor).toBeCloseTo(1.3, 10);
+    // Pass measured at 1.5x the card's: of the live decode's 3000 ms against 1500, 2250 is the pass.
+    expect(factors.decodeFactor).toBeCloseTo(3000 / (1500 * 1.5), 10);
+    // Without the pass measured, the whole ratio is contention.
+    expect(contentionOf([busy, twoEach])!.decodeFactor).toBeCloseTo(2, 10);
   });
 
   it("is carried by the prediction's card only", () => {
