@@ -147,10 +147,12 @@ describe.each(WORKER_MODES)("$mode: a worker that dies", ({ isolation, engine })
 
   it("answers a pinned non-streamed request it was generating with a 500 naming the request id (pinned requests stay where they are sent)", async () => {
     const decoded = await decodedOn(server, "w1");
+    // Greedy: sampled, the random tiny model soon writes bytes that are not UTF-8, which
+    // llama-server refuses (model_output_rejected) before the kill could fail the request.
     const running = fetch(`${server.baseURL}/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-radixgate-worker": "w1", "x-request-id": "req-plain" },
-      body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "long" }], max_tokens: 1900 }),
+      body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "long" }], max_tokens: 1900, temperature: 0 }),
     });
     await untilGenerating(server, "w1", decoded);
     await kill(server, "w1");
