@@ -44,7 +44,7 @@ const BATCH = 512;
 /** About the length of the children's prompts in the `bench` model's tokens; the reference's prompts are this long. */
 const REFERENCE_PROMPT_TOKENS = 20;
 /** The placements of side-by-side slots, by sequence count: what the reference's B sequences compare with. */
-const SIDE_BY_SIDE = ["0", "0+1", "0+1+2", "0+1+2+3"];
+const SIDE_BY_SIDE = Array.from({ length: SLOTS }, (_, count) => Array.from({ length: count + 1 }, (_, slot) => slot).join("+"));
 /** The slots generating at once: side by side, and with a gap (two micro-batches a step). */
 const PLACEMENTS = [[0], [0, 1], [0, 2], [1, 3], [0, 1, 2], [0, 1, 2, 3]];
 const REPEATS = Number(values.repeats);

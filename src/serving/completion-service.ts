@@ -20,6 +20,21 @@ import type { SharedSessions } from "./session-store.js";
 
 export type { ChatHooks, ChatOutcome, ChatStart, CompletionJob, PromptInput, ServiceLimits } from "./completion-job.js";
 
+/** What the request's record takes from its outcome, as the outcome has it. */
+const RECORDED_OUTCOME_FIELDS = [
+  "workerId",
+  "placement",
+  "finishReason",
+  "promptTokens",
+  "cachedTokens",
+  "restoredTokens",
+  "evictedTokens",
+  "spilledTokens",
+  "completionTokens",
+  "queueMs",
+  "prefillMs",
+] as const satisfies readonly (keyof RequestRecord & keyof ChatOutcome)[];
+
 export interface ServiceDeps {
   fleet: Fleet;
   preparer: PromptPreparer;
@@ -124,33 +139,8 @@ export class CompletionService {
       const outcome = await withDeadline(this.deps.limits.requestTimeoutMs, job, observed, (bounded, boundedHooks) => this.run(bounded, boundedHooks));
       // The gaps between the pieces the worker kept (an answer asked for whole), timed where they were made.
       for (const gapMs of outcome.textGapsMs ?? []) this.observer.interTokenGap?.(gapMs, job.modelId);
-      const {
-        workerId,
-        placement,
-        finishReason,
-        promptTokens,
-        cachedTokens,
-        restoredTokens,
-        evictedTokens,
-        spilledTokens,
-        completionTokens,
-        queueMs,
-        prefillMs,
-      } = outcome;
-      Object.assign(record, {
-        workerId,
-        placement,
-        finishReason,
-        promptTokens,
-        cachedTokens,
-        restoredTokens,
-        evictedTokens,
-        spilledTokens,
-        completionTokens,
-        queueMs,
-        prefillMs,
-      });
-      record.outcome = finishReason === "cancelled" ? "cancelled" : "ok";
+      Object.assign(record, Object.fromEntries(RECORDED_OUTCOME_FIELDS.map((field) => [field, outcome[field]])));
+      record.outcome = outcome.finishReason === "cancelled" ? "cancelled" : "ok";
       return outcome;
     } catch (error) {
       record.outcome = error instanceof ServingError ? error.code : "internal_error";

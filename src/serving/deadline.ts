@@ -27,9 +27,9 @@ export async function withDeadline(
   const work = run(
     { ...job, signal },
     {
+      ...hooks,
       onStarted: (start) => live() && hooks.onStarted?.(start),
       onText: (text, logprobs) => live() && hooks.onText?.(text, logprobs),
-      ...(hooks.pieces ? { pieces: hooks.pieces } : {}),
     },
   );
   let onDeadline!: () => void;

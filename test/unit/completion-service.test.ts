@@ -144,10 +144,19 @@ describe("the prefill the scheduler counts as pending on the worker", () => {
 
 describe("the request's record", () => {
   it("carries the worker's queue and prefill times beside the host's TTFT", async () => {
-    const { run, records } = service(() => result({ queueMs: 7, prefillMs: 42 }));
+    const { run, records } = service(() => result({ queueMs: 7, prefillMs: 42, completionTokens: 5, finishReason: "length" }));
     await run();
     expect(records).toHaveLength(1);
-    expect(records[0]).toMatchObject({ outcome: "ok", queueMs: 7, prefillMs: 42 });
+    expect(records[0]).toMatchObject({
+      outcome: "ok",
+      workerId: "w0",
+      finishReason: "length",
+      promptTokens: PROMPT.length,
+      cachedTokens: 30,
+      completionTokens: 5,
+      queueMs: 7,
+      prefillMs: 42,
+    });
   });
 });
 

@@ -1,7 +1,8 @@
 // What a worker tells the user when the llama.cpp build its environment asks for is missing.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { buildAdvice, CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS, requestedCmakeOptions } from "../../src/engine/worker/llama-binary.js";
+import { buildAdvice } from "../../src/engine/worker/llama-binary.js";
+import { CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS, requestedCmakeOptions } from "../../src/engine/wire/llama-build-options.js";
 
 describe("the llama.cpp build a process asks for", () => {
   it("reads node-llama-cpp's custom CMake options from the environment, sorted", () => {

@@ -9,8 +9,6 @@
 import { getLlama, type Llama, type LlamaOptions, NoBinaryFoundError } from "node-llama-cpp";
 import { CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS, requestedCmakeOptions } from "../wire/llama-build-options.js";
 
-export { CMAKE_OPTION_PREFIX, NATIVE_CPU_BUILD_OPTIONS, requestedCmakeOptions };
-
 const asOptionList = (options: Readonly<Record<string, string>>) =>
   Object.entries(options)
     .map(([name, value]) => `${name}=${value}`)

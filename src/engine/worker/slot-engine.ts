@@ -266,9 +266,10 @@ export class SlotEngine {
         sent.push(text);
         const entries = logprobs?.take();
         if (entries) sentLogprobs.push(...entries);
-        const at = performance.now();
         if (everyPiece || sent.length === 1) send(entries ? { type: "text", text, logprobs: entries } : { type: "text", text });
-        else textGapsMs.push(at - lastPieceAt);
+        if (everyPiece) return;
+        const at = performance.now();
+        if (sent.length > 1) textGapsMs.push(at - lastPieceAt);
         lastPieceAt = at;
       };
       this.gate.begin(slot);
