@@ -29,8 +29,9 @@ export function parseBatchedBench(output: string): BatchedBenchRow[] {
       .split("|")
       .slice(1, -1)
       .map((cell) => cell.trim());
-    if (cells.length !== 10 || !cells.every((cell) => /^\d+(\.\d+)?$/.test(cell))) continue;
-    const [pp, tg, b, , , , tTg, sTg] = cells.map(Number) as number[];
+    // A step too short for the tool's clock (0.000 s) prints its speed as inf or nan.
+    if (cells.length !== 10 || !cells.every((cell) => /^(\d+(\.\d+)?|inf|-?nan)$/.test(cell))) continue;
+    const [pp, tg, b, , , , tTg, sTg] = cells.map((cell) => (cell === "inf" ? Number.POSITIVE_INFINITY : Number(cell))) as number[];
     rows.push({ promptTokens: pp!, generatedTokens: tg!, sequences: b!, decodeS: tTg!, decodeTokensPerS: sTg! });
   }
   return rows;
@@ -49,7 +50,14 @@ export interface BatchedBenchOptions {
   sequences: readonly number[];
 }
 
-/** Runs llama-batched-bench once; throws with its output when it fails or prints no row. */
+/**
+ * llama.cpp's tools write through an asynchronous logger, and on a busy machine a run now and
+ * then exits before its last lines are out (2 of 40 runs of the tiny model lost a row with two
+ * CPU hogs beside them): a run short of rows is run again, this many times in all.
+ */
+const ATTEMPTS = 3;
+
+/** Runs llama-batched-bench; throws with its output when it fails, or prints too few rows ATTEMPTS times. */
 export function runBatchedBench(options: BatchedBenchOptions): BatchedBenchRow[] {
   const most = Math.max(...options.sequences);
   const args = [
@@ -72,11 +80,15 @@ export function runBatchedBench(options: BatchedBenchOptions): BatchedBenchRow[]
     "-tb",
     String(options.threads),
   ];
-  const run = spawnSync(options.binary, args, { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 });
-  const output = `${run.stdout ?? ""}${run.stderr ?? ""}`;
-  const rows = parseBatchedBench(output);
-  if (run.status !== 0 || rows.length !== options.sequences.length) {
-    throw new Error(`${options.binary} ${args.join(" ")} exited with ${run.status} and ${rows.length} result rows:\n${output.slice(-2000)}`);
+  for (let attempt = 1; ; attempt++) {
+    const run = spawnSync(options.binary, args, { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 });
+    const output = `${run.stdout ?? ""}${run.stderr ?? ""}`;
+    const rows = parseBatchedBench(output);
+    if (run.status === 0 && rows.length === options.sequences.length) return rows;
+    if (run.status !== 0 || attempt === ATTEMPTS) {
+      throw new Error(
+        `${options.binary} ${args.join(" ")} exited with ${run.status} and ${rows.length} result rows (attempt ${attempt}):\n${output.slice(-2000)}`,
+      );
+    }
   }
-  return rows;
 }
