@@ -53,6 +53,8 @@ interface Measured {
   binary: string;
   threads: number;
   computePool: string;
+  /** Whether generation steps were decoded on the worker's thread (worker/inline-decode.ts). */
+  inlineDecode: boolean;
   /** Per placement ("0+2"): tokens/s and wall ms per decode step of each repeat. */
   placements: Record<string, { tokensPerS: number[]; msPerStep: number[] }>;
 }
@@ -67,6 +69,7 @@ async function child(threads: number): Promise<Measured> {
     gate,
     batches: stats,
     computePool: pool,
+    inlineDecode,
   } = await createBatchedContext(model, {
     slots: SLOTS,
     contextSize: CONTEXT_PER_SLOT,
@@ -75,7 +78,7 @@ async function child(threads: number): Promise<Measured> {
     flashAttention: "auto",
     chunkTokens: () => LOCAL_SCHEDULER_DEFAULTS.chunkTokens,
   });
-  const result: Measured = { binary: llama.buildType, threads, computePool: pool.kind, placements: {} };
+  const result: Measured = { binary: llama.buildType, threads, computePool: pool.kind, inlineDecode: inlineDecode.on, placements: {} };
   for (let repeat = 0; repeat < REPEATS; repeat++) {
     for (const slots of PLACEMENTS) {
       const prompt = model.tokenize(`Once upon a time, in run ${repeat} of ${slots.join(" ")}, a small robot`) as Token[];
@@ -114,6 +117,8 @@ const started = Date.now();
 const loadAtStart = loadavg()[0]!;
 const builds: { name: string; env: Record<string, string> }[] = [
   { name: "prebuilt", env: {} },
+  // Every batch through node-llama-cpp's async decode: what decoding on the worker's thread gains.
+  { name: "prebuilt, no inline decode", env: { RADIXGATE_NO_INLINE_DECODE: "1" } },
   ...(nativeBuildPresent() ? [{ name: "built here (npm run build:engine-native)", env: { ...NATIVE_BUILD_ENV } }] : []),
 ];
 const referenceBinary = await findOrBuildLlamaCppTool("llama-batched-bench", (line) => process.stderr.write(`${line}\n`));
@@ -178,18 +183,18 @@ const lines = [
     `${TOKENS} greedy tokens in each listed slot at once; medians of ${REPEATS} repeats (wall ms per step includes the prompt's step and sampling). ` +
     `Load average (1 min) ${loadAtStart.toFixed(1)} at start, ${report.machineLoad.loadAverage1mAtEnd.toFixed(1)} at end; ${report.machineLoad.wallS.toFixed(0)} s in all.`,
   "",
-  `| binary | threads | compute pool | ${PLACEMENTS.map((p) => `slots ${p.join("+")}`).join(" | ")} |`,
-  `| --- | ---: | --- | ${PLACEMENTS.map(() => "---:").join(" | ")} |`,
+  `| binary | threads | compute pool | inline decode | ${PLACEMENTS.map((p) => `slots ${p.join("+")}`).join(" | ")} |`,
+  `| --- | ---: | --- | --- | ${PLACEMENTS.map(() => "---:").join(" | ")} |`,
   ...runs.map(
     (run) =>
-      `| ${run.build} (${run.binary}) | ${run.threads} | ${run.computePool} | ${PLACEMENTS.map((p) => {
+      `| ${run.build} (${run.binary}) | ${run.threads} | ${run.computePool} | ${run.inlineDecode ? "yes" : "no"} | ${PLACEMENTS.map((p) => {
         const entry = run.placements[p.join("+")]!;
         return `${median(entry.tokensPerS).toFixed(0)} tok/s, ${median(entry.msPerStep).toFixed(2)} ms`;
       }).join(" | ")} |`,
   ),
   ...references.map(
     (reference) =>
-      `| llama.cpp's own loop (llama-batched-bench, built here) | ${reference.threads} | OpenMP | ${PLACEMENTS.map((p) => {
+      `| llama.cpp's own loop (llama-batched-bench, built here) | ${reference.threads} | OpenMP | - | ${PLACEMENTS.map((p) => {
         const index = SIDE_BY_SIDE.indexOf(p.join("+"));
         if (index < 0) return "-";
         const tokensPerS = referenceTokensPerS(reference.threads, index + 1);

@@ -1,12 +1,13 @@
-// Builds native/threadpool (a persistent llama.cpp CPU thread pool for node-llama-cpp
-// contexts: native/README.md) against the installed node-llama-cpp: its addon headers, and
+// Builds native/llama-context (what Radixgate adds to node-llama-cpp contexts from native code:
+// a persistent llama.cpp CPU thread pool, and decoding on the calling thread; native/README.md)
+// against the installed node-llama-cpp: its addon headers, and
 // llama.cpp's headers taken from the source bundle it ships (the source its binaries were
 // built from), so the addon reads node-llama-cpp's objects with the binary's own layout.
 //
 //   node scripts/build-native.mjs [--force] [--strict]
 //
-// Writes node_modules/.cache/radixgate/threadpool/<key>.node and current.json (what the
-// workers load: src/engine/worker/compute-pool.ts). The key covers the source, the bundle,
+// Writes node_modules/.cache/radixgate/llama-context/<key>.node and current.json (what the
+// workers load: src/engine/worker/context-addon.ts). The key covers the sources, the bundle,
 // node-llama-cpp's version and Node's ABI, so a new install or Node builds it again. Needs
 // git, tar and a C++ compiler; about 5 s. Without them it says what is missing and exits 0
 // (workers then run without the pool, slower with more than one thread), or 1 with --strict.
@@ -21,10 +22,12 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const force = process.argv.includes("--force");
 const strict = process.argv.includes("--strict");
-const source = join(root, "native", "threadpool", "threadpool.cpp");
+const sourceDir = join(root, "native", "llama-context");
+const sources = ["addon.cpp", "thread-pool.cpp", "inline-decode.cpp"].map((name) => join(sourceDir, name));
+const header = join(sourceDir, "context.h");
 const nodeLlamaCpp = join(root, "node_modules", "node-llama-cpp");
 const bundle = join(nodeLlamaCpp, "llama", "gitRelease.bundle");
-const outDir = join(root, "node_modules", ".cache", "radixgate", "threadpool");
+const outDir = join(root, "node_modules", ".cache", "radixgate", "llama-context");
 
 class BuildError extends Error {}
 
@@ -33,9 +36,9 @@ function fail(message) {
 }
 
 function giveUp(message) {
-  process.stderr.write(`radixgate: the compute thread pool was not built: ${message}\n`);
+  process.stderr.write(`radixgate: the llama-context addon (compute thread pool, inline decode) was not built: ${message}\n`);
   if (strict) process.exit(1);
-  process.stderr.write("radixgate: workers will run without it (slower with threads > 1); run `npm run build:native` once the cause is fixed\n");
+  process.stderr.write("radixgate: workers will run without it (slower: more so with threads > 1); run `npm run build:native` once the cause is fixed\n");
   process.exit(0);
 }
 
@@ -49,8 +52,9 @@ function run(command, args, options = {}) {
 function build() {
   if (!existsSync(bundle)) fail(`${bundle} is missing: run npm ci first`);
   const nodeLlamaCppVersion = JSON.parse(readFileSync(join(nodeLlamaCpp, "package.json"), "utf8")).version;
-  const key = createHash("sha256")
-    .update(readFileSync(source))
+  const hash = createHash("sha256");
+  for (const file of [...sources, header]) hash.update(readFileSync(file));
+  const key = hash
     .update(readFileSync(bundle))
     .update(`${nodeLlamaCppVersion}\0${process.versions.modules}\0${process.platform}-${process.arch}`)
     .digest("hex")
@@ -106,14 +110,14 @@ function build() {
       `-I${join(headers, "ggml", "include")}`,
       "-o",
       partial,
-      source,
+      ...sources,
       "-ldl",
     ]);
     renameSync(partial, binary);
     writeManifest();
     // Builds for an earlier install or Node are no longer loaded.
     for (const name of readdirSync(outDir)) if (name.endsWith(".node") && join(outDir, name) !== binary) rmSync(join(outDir, name), { force: true });
-    process.stderr.write(`radixgate: built the compute thread pool (${binary})\n`);
+    process.stderr.write(`radixgate: built the llama-context addon (${binary})\n`);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -248,8 +248,10 @@ const arms: ArmSpec[] = [
     : []),
 ];
 // Decode throughput only: at one llama.cpp thread (the like-for-like single-thread point),
-// and one worker with llama.cpp's helper threads made for every step, as node-llama-cpp
-// runs them without the compute thread pool (docs/engine.md, "Compute threads").
+// one worker with llama.cpp's helper threads made for every step, as node-llama-cpp runs
+// them without the compute thread pool (docs/engine.md, "Compute threads"), and one that
+// hands every batch to node-llama-cpp's async decode instead of decoding its generation
+// steps on the worker's thread.
 const decodeOnlyArms: ArmSpec[] =
   THREADS === 1
     ? []
@@ -275,6 +277,15 @@ const decodeOnlyArms: ArmSpec[] =
           slotsPerWorker: SLOTS,
           threadsPerWorker: THREADS,
           env: { RADIXGATE_NO_THREAD_POOL: "1" },
+        },
+        // Every batch through node-llama-cpp's own thread hand-offs (docs/engine.md, "Decoding on the worker's thread").
+        {
+          name: "radixgate-1w (no inline decode)",
+          kind: "radixgate",
+          workers: 1,
+          slotsPerWorker: SLOTS,
+          threadsPerWorker: THREADS,
+          env: { RADIXGATE_NO_INLINE_DECODE: "1" },
         },
       ];
 const allArms = [...arms, ...decodeOnlyArms];
@@ -432,7 +443,7 @@ function markdown(): string {
         .map(([arm, binary]) => `${arm} ${binary}`)
         .join(
           ", ",
-        )}. Its workers with more than one thread compute on a persistent thread pool (native/threadpool) unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
+        )}. Its workers with more than one thread compute on a persistent thread pool, and decode their generation steps on the worker's own thread (both native/llama-context), unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
       `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
       `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +

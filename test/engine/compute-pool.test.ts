@@ -1,5 +1,5 @@
 // A worker with more than one llama.cpp thread computes on a thread pool that lives as long
-// as its context (native/threadpool), in both isolation modes: its decode steps create no
+// as its context (native/llama-context), in both isolation modes: its decode steps create no
 // threads. Without the pool llama.cpp creates and joins its helper threads for every graph,
 // so a generation of N tokens starts N threads or more: the kernel's count of threads and
 // processes ever started (/proc/stat "processes") tells the two apart without timing.
@@ -8,8 +8,8 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { PACKAGE_ROOT } from "../../src/common/package-root.js";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
+import { CONTEXT_ADDON_DIR, type ContextAddon } from "../../src/engine/worker/context-addon.js";
 import { useTinyModel, useWorker } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
 
@@ -39,13 +39,8 @@ describe.each<Isolation>(["thread", "process"])("a worker with 2 llama.cpp threa
 });
 
 describe("the pool addon", () => {
-  const manifest = JSON.parse(readFileSync(join(PACKAGE_ROOT, "node_modules", ".cache", "radixgate", "threadpool", "current.json"), "utf8")) as {
-    file: string;
-  };
-  const addon = createRequire(import.meta.url)(join(PACKAGE_ROOT, "node_modules", ".cache", "radixgate", "threadpool", manifest.file)) as {
-    attach(context: unknown, threads: number): unknown;
-    release(handle: unknown): void;
-  };
+  const manifest = JSON.parse(readFileSync(join(CONTEXT_ADDON_DIR, "current.json"), "utf8")) as { file: string };
+  const addon = createRequire(import.meta.url)(join(CONTEXT_ADDON_DIR, manifest.file)) as ContextAddon;
 
   it("refuses what is not a node-llama-cpp context, naming why, and a handle it did not make", () => {
     expect(() => addon.attach({}, 2)).toThrow(/not a node-llama-cpp context: the object wraps nothing/);

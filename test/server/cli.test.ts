@@ -128,6 +128,8 @@ describe("radixgate serve", () => {
     const server = spawn(process.execPath, [BIN, "serve", "--config", config, "--port", "0", "--policy", "least-load"], {
       cwd: dir,
       stdio: ["ignore", "pipe", "inherit"],
+      // Its worker decodes every batch through node-llama-cpp's hand-offs: the operator is told why.
+      env: { ...process.env, RADIXGATE_NO_INLINE_DECODE: "1" },
     });
     const exited = new Promise<number | null>((resolve) => server.once("exit", (code) => resolve(code)));
     let out = "";
@@ -144,6 +146,7 @@ describe("radixgate serve", () => {
       expect((await health()).policy).toBe("least-load");
       // Its CPU worker runs the prebuilt binary: the operator is told about the build made here (said before serving).
       expect(out).toMatch(/CPU workers run node-llama-cpp's prebuilt llama.cpp binary.*npm run (build:engine-native|start:native)/);
+      expect(out).toMatch(/"reason":"RADIXGATE_NO_INLINE_DECODE=1".*no inline decode/);
       // A reload reads the file again with the same overrides: the policy stays the command line's.
       writeFileSync(config, `${readFileSync(config, "utf8")}scheduler: { policy: preble }\nserver: { apiKeys: [reloaded] }\n`.replace(/^server: \{.*\}\n/, ""));
       server.kill("SIGHUP");

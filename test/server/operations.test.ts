@@ -80,13 +80,17 @@ describe("API keys, readiness and models", () => {
     const health = await fetch(`${base}/health`);
     expect(health.status).toBe(200);
     // Which llama.cpp each worker computes with: node-llama-cpp's npm binary here, or one built on this machine.
-    const { workers } = (await health.json()) as { workers: { llama: { backend: string; binary: string; compute_pool: string } | null }[] };
+    const { workers } = (await health.json()) as {
+      workers: { llama: { backend: string; binary: string; compute_pool: string; inline_decode: boolean } | null }[];
+    };
     expect(workers).toHaveLength(2);
     for (const worker of workers) {
       expect(worker.llama).toEqual({
         backend: "cpu",
         binary: expect.stringMatching(/^(prebuilt|localBuild)$/),
         compute_pool: expect.stringMatching(/^(single-thread|persistent|per-step)$/),
+        // The test run builds the llama-context addon, so generation steps run on the worker's thread.
+        inline_decode: true,
       });
     }
     const ready = await fetch(`${base}/ready`);

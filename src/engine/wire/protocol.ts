@@ -147,6 +147,8 @@ export interface WorkerStats {
   decodeTokens: number;
   /** Prompt tokens evaluated in them. */
   prefillTokens: number;
+  /** Of the steps, those decoded on the worker's own thread (the embedded engine's generation steps: worker/inline-decode.ts). */
+  inlineSteps?: number;
   /** KV states in the worker's store, and their bytes. */
   storedStates: number;
   storedBytes: number;
@@ -236,6 +238,10 @@ export interface LoadResult {
   computePool?: ComputePoolKind;
   /** Why they run per step although more than one thread was asked for. */
   computePoolProblem?: string;
+  /** Whether generation steps are decoded on the worker's own thread (worker/inline-decode.ts); engines other than node-llama-cpp leave it out. */
+  inlineDecode?: boolean;
+  /** Why they are not. */
+  inlineDecodeProblem?: string;
 }
 
 /** Worker -> host, on the generation's port. */

@@ -1,12 +1,14 @@
 // A worker's llama.cpp context as the worker drives it: one sequence per slot, every decode
 // step gated until each generating sequence has queued its token (batch-gate.ts), each batch
 // shared out by the local scheduler's rule (decode tokens first, then the prefill budget by
-// priority group: batch-priority.ts), and a compute thread pool for as long as the context
-// lives (compute-pool.ts). The worker and `npm run bench:engine-loop` both build it here.
+// priority group: batch-priority.ts), a compute thread pool for as long as the context
+// lives (compute-pool.ts), and its generation steps decoded on the worker's own thread
+// (inline-decode.ts). The worker and `npm run bench:engine-loop` both build it here.
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { type BatchStats, countBatch, shareBatch } from "../../scheduler/batch-priority.js";
 import { BatchGate } from "./batch-gate.js";
 import { attachComputePool, type ComputePool } from "./compute-pool.js";
+import { decodeStepsInline, type InlineDecode } from "./inline-decode.js";
 
 export interface BatchedContextOptions {
   slots: number;
@@ -26,6 +28,8 @@ export interface BatchedContext {
   /** Steps and tokens the context has evaluated, counted batch by batch. */
   batches: BatchStats;
   computePool: ComputePool;
+  /** Whether its generation steps are decoded on the worker's thread, and how many were. */
+  inlineDecode: InlineDecode;
 }
 
 export async function createBatchedContext(model: LlamaModel, options: BatchedContextOptions): Promise<BatchedContext> {
@@ -49,7 +53,9 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
   });
   // Before the context computes anything: its threads for as long as it lives.
   const computePool = attachComputePool(context, options.threads);
+  // Generation steps on the worker's own thread (prompt batches keep node-llama-cpp's path).
+  const inlineDecode = decodeStepsInline(context, options.slots);
   // Created once, in order: node-llama-cpp numbers sequences from 0 as they are created.
   const sequences = Array.from({ length: options.slots }, () => context.getSequence());
-  return { context, sequences, gate, batches, computePool };
+  return { context, sequences, gate, batches, computePool, inlineDecode };
 }

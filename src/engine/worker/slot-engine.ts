@@ -40,6 +40,7 @@ import { cancelledInQueue } from "../wire/generation-results.js";
 import { createBatchedContext } from "./batched-context.js";
 import type { BatchGate } from "./batch-gate.js";
 import type { ComputePool } from "./compute-pool.js";
+import type { InlineDecode } from "./inline-decode.js";
 import { GrammarRefusedError, grammarFor } from "./grammars.js";
 import { loadLlama } from "./llama-binary.js";
 import { LogprobRecorder } from "./logprobs.js";
@@ -71,6 +72,7 @@ export class SlotEngine {
     private readonly gate: BatchGate,
     private readonly batches: BatchStats,
     private readonly computePool: ComputePool,
+    private readonly inlineDecode: InlineDecode,
     readonly loaded: LoadResult,
   ) {}
 
@@ -88,7 +90,7 @@ export class SlotEngine {
       logLevel: LlamaLogLevel.warn,
     });
     const model = await llama.loadModel({ modelPath: init.modelPath, gpuLayers: init.gpu === false ? 0 : "auto" });
-    const { context, sequences, gate, batches, computePool } = await createBatchedContext(model, {
+    const { context, sequences, gate, batches, computePool, inlineDecode } = await createBatchedContext(model, {
       slots: init.slots,
       contextSize: init.contextSize,
       batchSize: init.batchSize,
@@ -126,8 +128,10 @@ export class SlotEngine {
       bindingTests: bindingTestsHere(),
       computePool: computePool.kind,
       ...(computePool.reason === undefined ? {} : { computePoolProblem: computePool.reason }),
+      inlineDecode: inlineDecode.on,
+      ...(inlineDecode.reason === undefined ? {} : { inlineDecodeProblem: inlineDecode.reason }),
     };
-    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, computePool, loaded);
+    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, computePool, inlineDecode, loaded);
   }
 
   /** Hot reload: the batching strategy reads the settings on every batch; the local scheduler is told. */
@@ -171,6 +175,7 @@ export class SlotEngine {
     });
     return {
       ...this.batches,
+      inlineSteps: this.inlineDecode.steps.inline,
       storedStates: this.store.size,
       storedBytes: this.store.bytes,
       local: { ...this.init.local },

@@ -48,8 +48,14 @@ export function healthRoute(
           precision: worker.precision,
           url: worker.url ?? null,
           // The llama.cpp it computes with: backend, binary (an embedded worker's "prebuilt" from npm
-          // or "localBuild" compiled on this machine) and CPU thread pool; null until it loaded.
-          llama: worker.llama && { backend: worker.llama.backend, binary: worker.llama.binary, compute_pool: worker.llama.computePool },
+          // or "localBuild" compiled on this machine), CPU thread pool and whether generation steps are
+          // decoded on the worker's own thread; null until it loaded.
+          llama: worker.llama && {
+            backend: worker.llama.backend,
+            binary: worker.llama.binary,
+            compute_pool: worker.llama.computePool,
+            inline_decode: worker.llama.inlineDecode,
+          },
         };
       }),
     });

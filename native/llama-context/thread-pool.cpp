@@ -12,48 +12,22 @@
 //   attach(addonContext, threads) -> handle   the context object node-llama-cpp keeps in
 //                                              LlamaContext._ctx; throws Error naming what failed
 //   release(handle)                           frees the pool; only once the context is disposed
-//
-// Built by scripts/build-native.mjs against the headers of the very llama.cpp and
-// node-llama-cpp that are installed, so AddonContext's layout below is the binary's.
-#include <dlfcn.h>
 #include <node_api.h>
 
-#include <cstring>
 #include <string>
 
-#include "AddonContext.h"
+#include "context.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "llama.h"
 
+namespace llama_context_addon {
 namespace {
 
 struct Pool {
   ggml_threadpool* threads = nullptr;
   void (*free_threads)(ggml_threadpool*) = nullptr;
 };
-
-napi_value Fail(napi_env env, const std::string& message) {
-  napi_throw_error(env, nullptr, message.c_str());
-  return nullptr;
-}
-
-bool EndsWith(const std::string& text, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return text.size() >= n && text.compare(text.size() - n, n, suffix) == 0;
-}
-
-// A handle collected without release() (a worker that crashed before disposing its
-// context) frees only itself: the context may still compute on the pool, whose threads
-// sleep between graphs.
-void ForgetHandle(napi_env, void* data, void*) {
-  delete static_cast<Pool*>(data);
-}
-
-template <typename Fn>
-Fn Symbol(void* library, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(library, name));
-}
 
 napi_value Attach(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -63,31 +37,9 @@ napi_value Attach(napi_env env, napi_callback_info info) {
   int32_t threads = 0;
   if (napi_get_value_int32(env, argv[1], &threads) != napi_ok || threads < 1) return Fail(env, "threads must be a positive integer");
 
-  void* wrapped = nullptr;
-  if (napi_unwrap(env, argv[0], &wrapped) != napi_ok || wrapped == nullptr) return Fail(env, "not a node-llama-cpp context: the object wraps nothing");
-  // Any wrapped object unwraps: check that this one is an AddonContext of node-llama-cpp's
-  // addon (its vtable pointer is that class's, which llama-addon.node exports) before
-  // reading it as one. dladdr names the library the vtable lies in.
-  Dl_info origin{};
-  const void* vtable = *static_cast<void* const*>(wrapped);
-  if (dladdr(vtable, &origin) == 0 || origin.dli_fname == nullptr || !EndsWith(origin.dli_fname, "llama-addon.node")) {
-    return Fail(env, "not a node-llama-cpp context: its class is not from llama-addon.node");
-  }
-  // The llama.cpp this context runs on: the libraries that llama-addon.node loaded (CPU,
-  // CUDA and Vulkan builds have libraries of different names), searched through its handle.
-  void* addon = dlopen(origin.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (addon == nullptr) return Fail(env, std::string("llama-addon.node is not loaded: ") + dlerror());
-  // An object's vtable pointer points past the vtable's offset-to-top and type-info words.
-  const auto* context_vtable = static_cast<const char*>(dlsym(addon, "_ZTV12AddonContext"));
-  if (context_vtable == nullptr || vtable != context_vtable + 2 * sizeof(void*)) {
-    dlclose(addon);
-    return Fail(env, "not a node-llama-cpp context: another class of its addon");
-  }
-  auto* context = static_cast<AddonContext*>(wrapped);
-  if (context->ctx == nullptr || context->disposed) {
-    dlclose(addon);
-    return Fail(env, "the context is not loaded or already disposed");
-  }
+  ContextLookup found = LookUpContext(env, argv[0]);
+  if (found.context == nullptr) return Fail(env, found.problem);
+  void* addon = found.library;
   auto attach = Symbol<decltype(&llama_attach_threadpool)>(addon, "llama_attach_threadpool");
   auto device_by_type = Symbol<decltype(&ggml_backend_dev_by_type)>(addon, "ggml_backend_dev_by_type");
   auto device_registry = Symbol<decltype(&ggml_backend_dev_backend_reg)>(addon, "ggml_backend_dev_backend_reg");
@@ -114,25 +66,17 @@ napi_value Attach(napi_env env, napi_callback_info info) {
   params.poll = 0;
   ggml_threadpool* pool = create(&params);
   if (pool == nullptr) return Fail(env, "ggml_threadpool_new failed (threads: " + std::to_string(threads) + ")");
-  attach(context->ctx, pool, nullptr);  // one pool for decode steps and prompt batches
+  attach(found.context->ctx, pool, nullptr);  // one pool for decode steps and prompt batches
 
-  auto* handle = new Pool{pool, free_threads};
-  napi_value result;
-  if (napi_create_external(env, handle, ForgetHandle, nullptr, &result) != napi_ok) {
-    // The context holds the pool now: leave it to the context's lifetime rather than free it under it.
-    delete handle;
-    return Fail(env, "could not return the pool's handle");
-  }
-  return result;
+  // A handle collected without release() (a worker that crashed before disposing its
+  // context), or one that never reached JavaScript, frees only itself: the context may still
+  // compute on the pool, whose threads sleep between graphs.
+  return ReturnHandle(env, new Pool{pool, free_threads}, "pool");
 }
 
 napi_value Release(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  void* data = nullptr;
-  if (argc < 1 || napi_get_value_external(env, argv[0], &data) != napi_ok || data == nullptr) return Fail(env, "release(handle): not a pool handle");
-  auto* handle = static_cast<Pool*>(data);
+  auto* handle = HandleArgument<Pool>(env, info, "pool");
+  if (handle == nullptr) return nullptr;
   if (handle->threads != nullptr) {
     handle->free_threads(handle->threads);  // wakes its sleeping threads and joins them
     handle->threads = nullptr;
@@ -142,12 +86,9 @@ napi_value Release(napi_env env, napi_callback_info info) {
 
 }  // namespace
 
-NAPI_MODULE_INIT() {
-  napi_value attach;
-  napi_value release;
-  napi_create_function(env, "attach", NAPI_AUTO_LENGTH, Attach, nullptr, &attach);
-  napi_create_function(env, "release", NAPI_AUTO_LENGTH, Release, nullptr, &release);
-  napi_set_named_property(env, exports, "attach", attach);
-  napi_set_named_property(env, exports, "release", release);
-  return exports;
+void RegisterThreadPool(napi_env env, napi_value exports) {
+  Export(env, exports, "attach", Attach);
+  Export(env, exports, "release", Release);
 }
+
+}  // namespace llama_context_addon

@@ -1,0 +1,82 @@
+// Generation steps decoded on the worker's own thread.
+//
+// node-llama-cpp 3.21.1 decodes every batch as an N-API async worker (LlamaContext's
+// dispatchPendingBatch awaits `this._ctx.decodeBatch()`, AddonContextDecodeBatchWorker in
+// llama/addon/AddonContext.cpp of the package): the batch is handed to a thread of libuv's
+// pool and its end handed back. A generation step of one to a few sequences takes a few
+// milliseconds on a CPU, and the hand-offs cost a share of it that shows: on the 2-core
+// development box the worker's loop decoded four sequences about 13 % faster, and one about
+// 5 %, when the worker's own thread called llama_decode (docs/engine.md, "Decoding on the
+// worker's thread"). This replaces the context object's `decodeBatch` (on that one object:
+// node-llama-cpp's class is untouched) with one that decodes a batch of at most `maxTokens`
+// on the calling thread through the llama-context addon, and hands larger ones (prompt
+// evaluation, hundreds of milliseconds on a CPU) to node-llama-cpp's own path, so that the
+// worker's thread stays free for the host's messages while a prompt is evaluated. Each
+// inline step first lets the event loop turn once (setImmediate), as it did while the
+// step ran elsewhere: messages from the host (a new request, a cancellation) are taken
+// between steps, never starved by a generation that would otherwise run in promise
+// callbacks from step to step.
+//
+// Without the addon (not built: scripts/build-native.mjs says why), or with
+// RADIXGATE_NO_INLINE_DECODE=1, every batch takes node-llama-cpp's path, and the worker says
+// why. To drop this when node-llama-cpp decodes on the calling thread itself: delete this
+// file and its call in batched-context.ts, and inline-decode.cpp from the addon.
+import type { LlamaContext } from "node-llama-cpp";
+import { contextAddon } from "./context-addon.js";
+
+export interface InlineDecode {
+  /** Whether small batches are decoded on the worker's thread. */
+  readonly on: boolean;
+  /** Why not, when they are not. */
+  readonly reason?: string;
+  /** Batches decoded on the worker's thread so far, and handed to node-llama-cpp's path. */
+  readonly steps: { inline: number; handedOff: number };
+}
+
+/** node-llama-cpp's native context object: the one method this replaces. */
+interface AddonContextObject {
+  decodeBatch(): Promise<void>;
+}
+
+/**
+ * Makes the context decode its batches of at most `maxTokens` tokens (a generation step: one
+ * token per sequence is at most the context's sequence count) on the calling thread. Call
+ * once, right after the context is created.
+ */
+export function decodeStepsInline(context: LlamaContext, maxTokens: number): InlineDecode {
+  const steps = { inline: 0, handedOff: 0 };
+  if (process.env.RADIXGATE_NO_INLINE_DECODE === "1") return { on: false, reason: "RADIXGATE_NO_INLINE_DECODE=1", steps };
+  const found = contextAddon();
+  if ("problem" in found) return { on: false, reason: found.problem, steps };
+  const { addon } = found;
+  // node-llama-cpp keeps its native context object here (a private field of 3.21.1's
+  // LlamaContext; the addon checks that the object is node-llama-cpp's before using it).
+  const addonContext = (context as unknown as { _ctx: AddonContextObject })._ctx;
+  let decoder: unknown;
+  try {
+    decoder = addon.inlineDecoder(addonContext);
+  } catch (error) {
+    return { on: false, reason: (error as Error).message, steps };
+  }
+  const handOff = addonContext.decodeBatch.bind(addonContext);
+  const decodeBatch = (): Promise<void> => {
+    if (addon.batchTokens(decoder) > maxTokens) {
+      steps.handedOff++;
+      return handOff();
+    }
+    steps.inline++;
+    return new Promise<void>((resolve, reject) =>
+      setImmediate(() => {
+        try {
+          addon.decode(decoder);
+          resolve();
+        } catch (error) {
+          reject(error);
+        }
+      }),
+    );
+  };
+  // The class's methods are read-only properties of its prototype: define this object's own.
+  Object.defineProperty(addonContext, "decodeBatch", { value: decodeBatch, configurable: true });
+  return { on: true, steps };
+}

@@ -1,0 +1,115 @@
+// A worker decodes its generation steps on its own thread through the llama-context addon
+// (worker/inline-decode.ts), in both isolation modes, and hands prompt batches to node-llama-
+// cpp's async decode; the tokens are the same either way, and a step llama.cpp refuses
+// rejects its generation as node-llama-cpp's path does, with the context still usable.
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import { getLlama, LlamaLogLevel, type LlamaModel, type Token } from "node-llama-cpp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Isolation } from "../../src/engine/host/worker-handle.js";
+import { createBatchedContext } from "../../src/engine/worker/batched-context.js";
+import { CONTEXT_ADDON_DIR, type ContextAddon } from "../../src/engine/worker/context-addon.js";
+import { useTinyModel, useWorker } from "../helpers/tiny-worker.js";
+import { workerInit } from "../helpers/worker-init.js";
+
+const tiny = useTinyModel();
+
+describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (isolation) => {
+  const worker = useWorker(() => workerInit(tiny.path(), { workerId: `inline-${isolation}`, slots: 2, threads: 2 }), isolation);
+
+  it("decodes its generation steps on its own thread and hands the prompt's batch off", async () => {
+    expect(worker().info?.inlineDecode, worker().info?.inlineDecodeProblem).toBe(true);
+    const before = await worker().stats();
+    const tokens = await tiny.prompt("count slowly");
+    const result = await worker().generate("inline", tokens, { temperature: 0, stop: [], maxTokens: 40 }, {});
+    const after = await worker().stats();
+    expect(result.completionTokens).toBe(40);
+    const inline = after.inlineSteps! - before.inlineSteps!;
+    const steps = after.steps - before.steps;
+    // Every step after the prompt's carries one generated token (at most `slots` tokens).
+    expect(inline).toBeGreaterThanOrEqual(39);
+    // The prompt (more tokens than slots) went through node-llama-cpp's own decode.
+    expect(steps - inline).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("inline decode in one context", () => {
+  let model: LlamaModel;
+  let dispose: () => Promise<void>;
+  beforeAll(async () => {
+    const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+    model = await llama.loadModel({ modelPath: tiny.path() });
+    dispose = async () => {
+      await model.dispose();
+      await llama.dispose();
+    };
+  });
+  afterAll(async () => {
+    await dispose?.();
+  });
+
+  const open = async (env?: string) => {
+    if (env !== undefined) process.env.RADIXGATE_NO_INLINE_DECODE = env;
+    try {
+      return await createBatchedContext(model, { slots: 2, contextSize: 512, batchSize: 64, threads: 1, flashAttention: "auto", chunkTokens: () => 64 });
+    } finally {
+      delete process.env.RADIXGATE_NO_INLINE_DECODE;
+    }
+  };
+  const greedy = async (sequence: { evaluate: (tokens: Token[], options: { temperature: number }) => AsyncGenerator<Token> }, count: number) => {
+    const out: Token[] = [];
+    const prompt = model.tokenize("Once upon a time, a small robot") as Token[];
+    for await (const token of sequence.evaluate(prompt, { temperature: 0 })) if (out.push(token) >= count) break;
+    return out;
+  };
+
+  it("gives the same tokens as node-llama-cpp's async decode, which RADIXGATE_NO_INLINE_DECODE=1 keeps", async () => {
+    const inline = await open();
+    const offloaded = await open("1");
+    try {
+      expect(inline.inlineDecode.on).toBe(true);
+      expect(offloaded.inlineDecode).toMatchObject({ on: false, reason: "RADIXGATE_NO_INLINE_DECODE=1" });
+      const a = await greedy(inline.sequences[0]!, 30);
+      const b = await greedy(offloaded.sequences[0]!, 30);
+      expect(a).toEqual(b);
+      expect(inline.inlineDecode.steps.inline).toBeGreaterThanOrEqual(29);
+      expect(inline.inlineDecode.steps.handedOff).toBeGreaterThanOrEqual(1);
+      expect(offloaded.inlineDecode.steps).toEqual({ inline: 0, handedOff: 0 });
+    } finally {
+      await inline.context.dispose();
+      await offloaded.context.dispose();
+    }
+  });
+
+  it.each([
+    ["inline", undefined],
+    ["handed off", "1"],
+  ])("rejects a step llama.cpp refuses (%s) with node-llama-cpp's message, and the context goes on", async (_mode, env) => {
+    const { context, sequences, inlineDecode } = await open(env);
+    try {
+      // One token (a generation-sized batch) that is not in the vocabulary: llama_decode refuses the batch.
+      const outOfVocabulary = 2 ** 30;
+      const refused = (async () => {
+        for await (const _token of sequences[0]!.evaluate([outOfVocabulary as Token], { temperature: 0 })) break;
+      })();
+      await expect(refused).rejects.toThrow(/Eval has failed/);
+      expect(inlineDecode.steps.inline).toBe(env === undefined ? 1 : 0);
+      expect(await greedy(sequences[1]!, 5)).toHaveLength(5);
+    } finally {
+      await context.dispose();
+    }
+  });
+});
+
+describe("the addon's inline decoder", () => {
+  const manifest = JSON.parse(readFileSync(join(CONTEXT_ADDON_DIR, "current.json"), "utf8")) as { file: string };
+  const addon = createRequire(import.meta.url)(join(CONTEXT_ADDON_DIR, manifest.file)) as ContextAddon;
+
+  it("refuses what is not a node-llama-cpp context, and a handle it did not make", () => {
+    expect(() => addon.inlineDecoder({})).toThrow(/not a node-llama-cpp context: the object wraps nothing/);
+    expect(() => addon.inlineDecoder(undefined)).toThrow(/not a node-llama-cpp context/);
+    expect(() => addon.decode({})).toThrow(/not a decoder handle/);
+    expect(() => addon.batchTokens(undefined)).toThrow(/not a decoder handle/);
+  });
+});
