@@ -3,9 +3,8 @@
 // node-llama-cpp 3.21.1 runs every llama_decode as an N-API async worker: the batch goes to
 // a thread of libuv's pool, which computes it (with the context's CPU thread pool, if any)
 // and hands the end back to the JavaScript thread. For a generation step, a few
-// milliseconds on a CPU, those hand-offs cost a measurable share: on the 2-core development
-// box the worker's loop decoded four sequences about 13 % faster when the worker's own
-// thread called llama_decode (docs/engine.md, "Decoding on the worker's thread"). The same
+// milliseconds on a CPU, those hand-offs are a share of the step (docs/engine.md, "Decoding
+// on the worker's thread", has what calling llama_decode on the worker's thread gained). The same
 // call as node-llama-cpp's worker makes (AddonContextDecodeBatchWorker::Execute in
 // llama/addon/AddonContext.cpp of the package), with the same error messages.
 //

@@ -4,10 +4,11 @@
 // dispatchPendingBatch awaits `this._ctx.decodeBatch()`, AddonContextDecodeBatchWorker in
 // llama/addon/AddonContext.cpp of the package): the batch is handed to a thread of libuv's
 // pool and its end handed back. A generation step of one to a few sequences takes a few
-// milliseconds on a CPU, and the hand-offs cost a share of it that shows: on the 2-core
-// development box the worker's loop decoded four sequences about 13 % faster, and one about
-// 5 %, when the worker's own thread called llama_decode (docs/engine.md, "Decoding on the
-// worker's thread"). This replaces the context object's `decodeBatch` (on that one object:
+// milliseconds on a CPU, and the hand-offs are a share of it that grows when other threads
+// want the cores too: on the 2-core development box a served worker with two llama.cpp
+// threads decoded 1.14-1.60x as many tokens per second when its own thread called
+// llama_decode, and the loop alone 2-12 % more with one thread (docs/engine.md, "Decoding
+// on the worker's thread"). This replaces the context object's `decodeBatch` (on that one object:
 // node-llama-cpp's class is untouched) with one that decodes a batch of at most `maxTokens`
 // on the calling thread through the llama-context addon, and hands larger ones (prompt
 // evaluation, hundreds of milliseconds on a CPU) to node-llama-cpp's own path, so that the
