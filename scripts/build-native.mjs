@@ -23,8 +23,11 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const force = process.argv.includes("--force");
 const strict = process.argv.includes("--strict");
 const sourceDir = join(root, "native", "llama-context");
-const sources = ["addon.cpp", "thread-pool.cpp", "inline-decode.cpp"].map((name) => join(sourceDir, name));
-const header = join(sourceDir, "context.h");
+// Every file of the folder keys the build, and every .cpp in it is compiled into the one addon.
+const sourceFiles = readdirSync(sourceDir)
+  .sort()
+  .map((name) => join(sourceDir, name));
+const sources = sourceFiles.filter((file) => file.endsWith(".cpp"));
 const nodeLlamaCpp = join(root, "node_modules", "node-llama-cpp");
 const bundle = join(nodeLlamaCpp, "llama", "gitRelease.bundle");
 const outDir = join(root, "node_modules", ".cache", "radixgate", "llama-context");
@@ -53,7 +56,7 @@ function build() {
   if (!existsSync(bundle)) fail(`${bundle} is missing: run npm ci first`);
   const nodeLlamaCppVersion = JSON.parse(readFileSync(join(nodeLlamaCpp, "package.json"), "utf8")).version;
   const hash = createHash("sha256");
-  for (const file of [...sources, header]) hash.update(readFileSync(file));
+  for (const file of sourceFiles) hash.update(file.slice(sourceDir.length)).update(readFileSync(file));
   const key = hash
     .update(readFileSync(bundle))
     .update(`${nodeLlamaCppVersion}\0${process.versions.modules}\0${process.platform}-${process.arch}`)
