@@ -1,20 +1,38 @@
 // When a worker's next llama.cpp batch goes out (BatchGate, node-llama-cpp's dispatchSchedule),
-// with node-llama-cpp's queue played by a Set and a controllable clock.
-import { describe, expect, it } from "vitest";
+// with node-llama-cpp's queue played by a Set, its calls played as our patch makes them (the
+// schedule again each time another sequence queues while the dispatch is held), and fake
+// timers moving the gate's clock.
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { BatchGate, HARD_MAX_WAIT_MS } from "../../src/engine/worker/batch-gate.js";
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function setup(maxWaitMs = 2) {
-  const clock = { now: 0 };
-  const gate = new BatchGate(maxWaitMs, () => clock.now);
+  const gate = new BatchGate(maxWaitMs, () => Date.now());
   const queued = new Set<number>();
   let dispatched = 0;
-  const schedule = () => gate.schedule(() => dispatched++, queued);
-  return { gate, queued, clock, schedule, dispatched: () => dispatched };
+  // One dispatch per held batch, as node-llama-cpp makes it; a new one after each dispatch.
+  let dispatch = () => {
+    dispatched++;
+    dispatch = () => dispatched++;
+  };
+  const schedule = () => gate.schedule(dispatch, queued);
+  /** A sequence queues its next tokens: node-llama-cpp (patched) calls the schedule again. */
+  const queue = (slot: number) => {
+    queued.add(slot);
+    schedule();
+  };
+  return { gate, queued, schedule, queue, dispatched: () => dispatched };
 }
 
 describe("BatchGate", () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it("dispatches at once when every generating sequence has queued", () => {
     const { gate, queued, schedule, dispatched } = setup();
     gate.begin(0);
@@ -24,45 +42,39 @@ describe("BatchGate", () => {
     expect(dispatched()).toBe(1);
   });
 
-  it("holds the batch until the last generating sequence queues", async () => {
-    const { gate, queued, schedule, dispatched } = setup();
+  it("holds the batch until the last generating sequence queues", () => {
+    const { gate, queue, dispatched } = setup();
     gate.begin(0);
     gate.begin(1);
-    queued.add(0);
-    schedule();
-    await turn();
-    await turn();
+    gate.batchStarted(); // both were in it (node-llama-cpp's set is empty now)
+    queue(0);
     expect(dispatched()).toBe(0);
-    queued.add(1);
-    await turn();
+    queue(1);
     expect(dispatched()).toBe(1);
   });
 
-  it("stops waiting for a sequence that ends", async () => {
-    const { gate, queued, schedule, dispatched } = setup();
+  it("stops waiting for a sequence that ends", () => {
+    const { gate, queue, dispatched } = setup();
     gate.begin(0);
     gate.begin(1);
-    queued.add(0);
-    schedule();
+    queue(0);
     gate.end(1);
     expect(dispatched()).toBe(1);
   });
 
-  it("waits at most maxWaitMs for a sequence that was not in the last batch", async () => {
-    const { gate, queued, clock, schedule, dispatched } = setup(2);
+  it("waits at most maxWaitMs for a sequence that was not in the last batch", () => {
+    const { gate, queue, dispatched } = setup(2);
     gate.begin(0);
     gate.begin(1); // e.g. loading a state: not in the last batch
-    queued.add(0);
-    schedule();
-    await turn();
+    queue(0);
+    vi.advanceTimersByTime(1);
     expect(dispatched()).toBe(0);
-    clock.now = 2;
-    await turn();
+    vi.advanceTimersByTime(1);
     expect(dispatched()).toBe(1);
   });
 
-  it("keeps waiting for a sequence of the batch being decoded, so the sequences stay in step", async () => {
-    const { gate, queued, clock, schedule, dispatched } = setup(2);
+  it("keeps waiting for a sequence of the batch being decoded, so the sequences stay in step", () => {
+    const { gate, queued, queue, schedule, dispatched } = setup(2);
     gate.begin(0);
     gate.begin(1);
     queued.add(0).add(1);
@@ -71,29 +83,61 @@ describe("BatchGate", () => {
     gate.batchStarted();
     queued.clear();
     // Sequence 0 is back first; 1 is still sampling its token from batch 1.
-    queued.add(0);
-    schedule();
-    clock.now = 50;
-    await turn();
+    queue(0);
+    vi.advanceTimersByTime(50);
     expect(dispatched()).toBe(1);
-    queued.add(1);
-    await turn();
+    queue(1);
     expect(dispatched()).toBe(2);
   });
 
-  it("never waits past the hard limit, whatever a sequence does", async () => {
-    const { gate, queued, clock, schedule, dispatched } = setup(2);
+  it("counts the wait from when the batch was first held, however often it is told again", () => {
+    const { gate, queue, dispatched } = setup(2);
+    gate.begin(0);
+    gate.begin(1);
+    gate.begin(2); // not in the last batch: waited for 2 ms at most
+    queue(0);
+    vi.advanceTimersByTime(1);
+    queue(1); // told again: the 2 ms still run from the first call
+    expect(dispatched()).toBe(0);
+    vi.advanceTimersByTime(1);
+    expect(dispatched()).toBe(1);
+  });
+
+  it("never waits past the hard limit, whatever a sequence does", () => {
+    const { gate, queued, queue, schedule, dispatched } = setup(2);
     gate.begin(0);
     gate.begin(1);
     queued.add(0).add(1);
     schedule();
     gate.batchStarted();
     queued.clear();
-    queued.add(0);
-    schedule();
-    clock.now = HARD_MAX_WAIT_MS;
-    await turn();
+    queue(0);
+    vi.advanceTimersByTime(HARD_MAX_WAIT_MS - 1);
+    expect(dispatched()).toBe(1);
+    vi.advanceTimersByTime(1);
     expect(dispatched()).toBe(2);
+  });
+
+  it("does not look again while nothing changes: no busy loop while a batch is decoded", async () => {
+    vi.useRealTimers();
+    const { gate, queued, queue, schedule, dispatched } = setup(2);
+    gate.begin(0);
+    queued.add(0);
+    schedule(); // a batch with sequence 0's token
+    gate.batchStarted();
+    queued.clear();
+    const checksBefore = gate.checks;
+    gate.begin(1);
+    // Sequence 1's new prompt queued while the batch with sequence 0 still runs.
+    queue(1);
+    expect(gate.checks).toBe(checksBefore + 1);
+    for (let i = 0; i < 50; i++) await turn();
+    // A gate that polled the queue would have looked again on every turn.
+    expect(gate.checks).toBe(checksBefore + 1);
+    expect(dispatched()).toBe(1);
+    queue(0);
+    expect(dispatched()).toBe(2);
+    expect(gate.checks).toBe(checksBefore + 2);
   });
 
   it("dispatches at once without the queue's view (node-llama-cpp unpatched)", () => {

@@ -19,6 +19,18 @@
 // node-llama-cpp releases it after every batch), so a sequence that must erase tokens before
 // it queues can do so.
 //
+// The gate never polls. Our patch to node-llama-cpp calls the schedule again each time
+// another sequence queues while the dispatch is held, and `end` is called when a sequence
+// stops: those are the only events that can make a held batch ready, and a timer covers the
+// wait limits. A schedule call can come while a batch is still being decoded (a request that
+// arrives during a prompt's batch queues its own prompt): the gate then waits for that batch's
+// sequences to queue again, which is that whole batch. It used to look again on every
+// event-loop turn (setImmediate), which kept the worker's thread busy for as long as the batch
+// ran: on a prompt batch of several hundred milliseconds, a core taken from llama.cpp's own
+// threads (or from the other worker on the machine). Measured on 2 workers x 1 thread on 2
+// cores, 8 requests of ~1,100 tokens: each worker's thread spun about 250,000 times a second
+// and held batches up to the 1 s limit.
+//
 // Sequence ids are the slot numbers: the worker creates all of its context's sequences at
 // start, in order, and node-llama-cpp numbers them from 0 as they are created.
 
@@ -35,7 +47,10 @@ export class BatchGate {
   /** node-llama-cpp's live set of queued sequence ids (from the last schedule call). */
   private queued: ReadonlySet<number> | undefined;
   private waiting: { dispatch: () => void; queued: ReadonlySet<number> | undefined; since: number } | undefined;
-  private polling = false;
+  /** The timer that ends the wait at its limit, while a batch is held. */
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** Readiness checks so far: each schedule call, each sequence that ends, each wait limit reached. */
+  checks = 0;
 
   constructor(
     private readonly maxWaitMs: number = DEFAULT_MAX_WAIT_MS,
@@ -56,7 +71,10 @@ export class BatchGate {
   /** The `dispatchSchedule` to hand node-llama-cpp (bound: pass it as is). */
   readonly schedule = (dispatch: () => void, queued?: ReadonlySet<number>): void => {
     this.queued = queued;
-    this.waiting = { dispatch, queued, since: this.now() };
+    // Told again for the same held dispatch (another sequence queued): the wait goes on from
+    // when the dispatch was first held.
+    const since = this.waiting?.dispatch === dispatch ? this.waiting.since : this.now();
+    this.waiting = { dispatch, queued, since };
     this.check();
   };
 
@@ -80,18 +98,37 @@ export class BatchGate {
   private check(): void {
     const waiting = this.waiting;
     if (!waiting) return;
+    this.checks++;
+    const waitedMs = this.now() - waiting.since;
     // Without the queue's view (an unpatched node-llama-cpp), behave as node-llama-cpp does.
-    if (!waiting.queued || this.isReady(waiting.queued, this.now() - waiting.since)) {
+    if (!waiting.queued || this.isReady(waiting.queued, waitedMs)) {
       this.waiting = undefined;
+      this.clearTimer();
       waiting.dispatch();
       return;
     }
-    if (this.polling) return;
-    this.polling = true;
-    // The sequences queue from their own callbacks on this thread: look again on the next turn.
-    setImmediate(() => {
-      this.polling = false;
-      this.check();
-    });
+    // Until a sequence queues or ends (each calls in again), or the wait reaches its limit
+    // (which one depends on whom it waits for now).
+    this.clearTimer();
+    const limitMs = this.waitsForLastBatch(waiting.queued) ? HARD_MAX_WAIT_MS : this.maxWaitMs;
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.check();
+      },
+      Math.max(0, limitMs - waitedMs),
+    );
+  }
+
+  /** Whether a generating sequence that was in the last batch has not queued yet. */
+  private waitsForLastBatch(queued: ReadonlySet<number>): boolean {
+    for (const slot of this.generating) if (!queued.has(slot) && this.inLastBatch.has(slot)) return true;
+    return false;
+  }
+
+  private clearTimer(): void {
+    if (this.timer === undefined) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 }

@@ -176,6 +176,7 @@ export class SlotEngine {
     return {
       ...this.batches,
       inlineSteps: this.inlineDecode.steps.inline,
+      gateChecks: this.gate.checks,
       storedStates: this.store.size,
       storedBytes: this.store.bytes,
       local: { ...this.init.local },
