@@ -107,23 +107,15 @@ export class BatchGate {
       waiting.dispatch();
       return;
     }
-    // Until a sequence queues or ends (each calls in again), or the wait reaches its limit
-    // (which one depends on whom it waits for now).
-    this.clearTimer();
-    const limitMs = this.waitsForLastBatch(waiting.queued) ? HARD_MAX_WAIT_MS : this.maxWaitMs;
-    this.timer = setTimeout(
-      () => {
-        this.timer = undefined;
-        this.check();
-      },
-      Math.max(0, limitMs - waitedMs),
-    );
-  }
-
-  /** Whether a generating sequence that was in the last batch has not queued yet. */
-  private waitsForLastBatch(queued: ReadonlySet<number>): boolean {
-    for (const slot of this.generating) if (!queued.has(slot) && this.inLastBatch.has(slot)) return true;
-    return false;
+    // Until a sequence queues or ends (each calls in again), or the wait reaches a limit: one
+    // timer per held batch, at the short limit first, then at the hard one (isReady says which
+    // applies to whom), not one per look.
+    if (this.timer !== undefined) return;
+    const limitMs = waitedMs < this.maxWaitMs ? this.maxWaitMs : HARD_MAX_WAIT_MS;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.check();
+    }, limitMs - waitedMs);
   }
 
   private clearTimer(): void {
