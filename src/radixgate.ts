@@ -186,7 +186,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
     if (info?.inlineDecode === false) {
       app.log.warn(
         { worker: worker.engine.id, reason: info.inlineDecodeProblem },
-        "this worker's generation steps go through node-llama-cpp's thread hand-offs (no inline decode): served on a 2-core CPU that decoded 0.62x-0.88x as fast (npm run bench:peer, docs/engine.md)",
+        "this worker's generation steps go through node-llama-cpp's thread hand-offs (no inline decode): served on a 2-core CPU that decoded 0.61x-0.97x as fast (npm run bench:peer, docs/engine.md)",
       );
     }
   }

@@ -66,8 +66,8 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
     // prompts' steps and a ragged start); one at a time would be ~1200 steps.
     expect(decoded / steps).toBeGreaterThan(2.5);
     // The gate that holds each step for the late sequence is told when one queues (our patch
-    // to node-llama-cpp) and looks again only then: a few checks a step, not one per
+    // to node-llama-cpp): it wakes on its own only when a wait limit passes, not on every
     // event-loop turn while it waits (a busy loop that took a core from llama.cpp).
-    expect(after.gateChecks! - before.gateChecks!).toBeLessThan(4 * steps);
+    expect(after.gateWakeups! - before.gateWakeups!).toBeLessThan(steps / 10);
   });
 });

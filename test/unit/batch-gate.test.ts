@@ -126,18 +126,26 @@ describe("BatchGate", () => {
     schedule(); // a batch with sequence 0's token
     gate.batchStarted();
     queued.clear();
-    const checksBefore = gate.checks;
     gate.begin(1);
     // Sequence 1's new prompt queued while the batch with sequence 0 still runs.
     queue(1);
-    expect(gate.checks).toBe(checksBefore + 1);
     for (let i = 0; i < 50; i++) await turn();
     // A gate that polled the queue would have looked again on every turn.
-    expect(gate.checks).toBe(checksBefore + 1);
+    expect(gate.wakeups).toBe(0);
     expect(dispatched()).toBe(1);
     queue(0);
     expect(dispatched()).toBe(2);
-    expect(gate.checks).toBe(checksBefore + 2);
+    expect(gate.wakeups).toBe(0);
+  });
+
+  it("wakes on its own only when a wait limit passes", () => {
+    const { gate, queue, dispatched } = setup(2);
+    gate.begin(0);
+    gate.begin(1); // not in the last batch: waited for 2 ms at most
+    queue(0);
+    vi.advanceTimersByTime(2);
+    expect(dispatched()).toBe(1);
+    expect(gate.wakeups).toBe(1);
   });
 
   it("dispatches at once without the queue's view (node-llama-cpp unpatched)", () => {

@@ -149,8 +149,8 @@ export interface WorkerStats {
   prefillTokens: number;
   /** Of the steps, those decoded on the worker's own thread (the embedded engine's generation steps: worker/inline-decode.ts). */
   inlineSteps?: number;
-  /** Times the embedded engine's batch gate looked at whether a held step could go (worker/batch-gate.ts): a few per step, never a busy loop. */
-  gateChecks?: number;
+  /** Times the embedded engine's batch gate woke on its own to let a held step go (worker/batch-gate.ts): a sequence late past its wait limit; rare, never one per step. */
+  gateWakeups?: number;
   /** KV states in the worker's store, and their bytes. */
   storedStates: number;
   storedBytes: number;

@@ -49,8 +49,11 @@ export class BatchGate {
   private waiting: { dispatch: () => void; queued: ReadonlySet<number> | undefined; since: number } | undefined;
   /** The timer that ends the wait at its limit, while a batch is held. */
   private timer: ReturnType<typeof setTimeout> | undefined;
-  /** Readiness checks so far: each schedule call, each sequence that ends, each wait limit reached. */
-  checks = 0;
+  /** When that timer fires (the gate's clock). */
+  private timerDueAt = 0;
+  /** Times the gate looked again on its own, not called in: a held batch reaching a wait limit
+   *  (a sequence late by more than maxWaitMs, or the hard limit). Rare; never one per turn. */
+  wakeups = 0;
 
   constructor(
     private readonly maxWaitMs: number = DEFAULT_MAX_WAIT_MS,
@@ -83,39 +86,45 @@ export class BatchGate {
     this.inLastBatch = new Set(this.queued);
   }
 
-  /** Whether a batch waits no longer: every generating sequence queued, or the late ones waited for long enough. */
-  isReady(queued: ReadonlySet<number>, waitedMs: number): boolean {
-    if (waitedMs >= HARD_MAX_WAIT_MS) return true;
-    let lateOutsideBatch = false;
+  /**
+   * How long a held batch may wait, given what has queued: not at all once every generating
+   * sequence has; while one that was in the last batch has not, until the hard limit (it comes
+   * back within a millisecond of that batch's end); while only others are late, maxWaitMs.
+   */
+  private waitLimitMs(queued: ReadonlySet<number>): number {
+    let limit = 0;
     for (const slot of this.generating) {
       if (queued.has(slot)) continue;
-      if (!this.inLastBatch.has(slot)) lateOutsideBatch = true;
-      else return false;
+      if (this.inLastBatch.has(slot)) return HARD_MAX_WAIT_MS;
+      limit = this.maxWaitMs;
     }
-    return !lateOutsideBatch || waitedMs >= this.maxWaitMs;
+    return limit;
   }
 
   private check(): void {
     const waiting = this.waiting;
     if (!waiting) return;
-    this.checks++;
     const waitedMs = this.now() - waiting.since;
     // Without the queue's view (an unpatched node-llama-cpp), behave as node-llama-cpp does.
-    if (!waiting.queued || this.isReady(waiting.queued, waitedMs)) {
+    const limitMs = waiting.queued ? this.waitLimitMs(waiting.queued) : 0;
+    if (waitedMs >= limitMs) {
       this.waiting = undefined;
       this.clearTimer();
       waiting.dispatch();
       return;
     }
-    // Until a sequence queues or ends (each calls in again), or the wait reaches a limit: one
-    // timer per held batch, at the short limit first, then at the hard one (isReady says which
-    // applies to whom), not one per look.
-    if (this.timer !== undefined) return;
-    const limitMs = waitedMs < this.maxWaitMs ? this.maxWaitMs : HARD_MAX_WAIT_MS;
+    // Until a sequence queues or ends (each calls in again), or the wait reaches its limit. One
+    // timer per held batch: set again only when the limit comes sooner than the one it is set
+    // for (the sequence of the last batch came back, others are still late).
+    const dueAt = waiting.since + limitMs;
+    if (this.timer !== undefined && this.timerDueAt <= dueAt) return;
+    this.clearTimer();
+    this.timerDueAt = dueAt;
     this.timer = setTimeout(() => {
       this.timer = undefined;
+      this.wakeups++;
       this.check();
-    }, limitMs - waitedMs);
+    }, dueAt - this.now());
   }
 
   private clearTimer(): void {

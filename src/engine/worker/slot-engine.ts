@@ -176,7 +176,7 @@ export class SlotEngine {
     return {
       ...this.batches,
       inlineSteps: this.inlineDecode.steps.inline,
-      gateChecks: this.gate.checks,
+      gateWakeups: this.gate.wakeups,
       storedStates: this.store.size,
       storedBytes: this.store.bytes,
       local: { ...this.init.local },
