@@ -68,6 +68,9 @@ export class RadixNode implements RadixNodeView {
   soloHits = 0;
   protectMark = 0;
   attached = true;
+  /** Its neighbours in the token store's list, while its segment is stored there. */
+  storePrev: RadixNode | null = null;
+  storeNext: RadixNode | null = null;
 
   constructor(
     readonly id: number,

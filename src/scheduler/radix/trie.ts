@@ -4,7 +4,7 @@
 import { sharedTokenCount, type TokenIds } from "../../common/tokens.js";
 import { Holder, NO_PROTECTION, NO_SEGMENT, RadixNode, type WindowClock } from "./node.js";
 import { PromptMatch } from "./prompt-match.js";
-import { type SegmentOwners, TokenStore } from "./token-store.js";
+import { TokenStore } from "./token-store.js";
 import type { PrefixMatch, WorkerId } from "./types.js";
 import { emptyArray } from "../scratch.js";
 
@@ -16,14 +16,14 @@ export function checkTokenIds(tokens: TokenIds, from: number, to: number): void 
   }
 }
 
-export class TokenTrie implements SegmentOwners {
+export class TokenTrie {
   readonly root: RadixNode;
   /** Nodes in the trie (the root not counted). */
   nodes = 0;
   /** Bumped by every change to the structure (a node made, split or pruned): a match
    *  taken at the current version still describes the tree exactly. */
   version = 0;
-  private readonly store = new TokenStore(this);
+  private readonly store = new TokenStore();
   private readonly pathBuf: RadixNode[] = [];
   private nextId = 1;
   private protectEpoch = 0;
@@ -220,6 +220,7 @@ export class TokenTrie implements SegmentOwners {
     head.protectMark = node.protectMark;
     this.nodes++;
     this.version++;
+    this.store.splitOff(head, node);
     this.store.settle(head);
     this.store.settle(node);
     return head;
@@ -241,20 +242,6 @@ export class TokenTrie implements SegmentOwners {
     node.segStart = 0;
     this.version++;
     this.onRemove?.(node.id);
-  }
-
-  /** Every node in the trie but the root (what the token store compacts). */
-  attachedNodes(): RadixNode[] {
-    const out: RadixNode[] = [];
-    const stack: RadixNode[] = [this.root];
-    while (stack.length > 0) {
-      const node = stack.pop()!;
-      for (const child of node.children.values()) {
-        out.push(child);
-        stack.push(child);
-      }
-    }
-    return out;
   }
 
   /** The path of whole nodes from the root to `node`, root side first, in the shared scratch
