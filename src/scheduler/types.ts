@@ -69,7 +69,7 @@ export interface Placement {
   /** Longest cached prefix on any candidate (Preble's `matched`; preble counts only what a
    *  candidate could reuse now, its `reusableTokens`). */
   matchedTokens: number;
-  /** Cost of each candidate in ms, for policies that price them. */
+  /** Cost of each candidate in ms, for policies that price them (preble: those it priced in full). */
   costs?: Record<string, number>;
   /** Copy actions this decision asks for (hot-prefix replication). */
   copies?: CopyAction[];

@@ -188,6 +188,8 @@ describe("preble: E2", () => {
     expect(ticket.placement.reason).toBe("exploit");
     expect(ticket.placement.matchedTokens).toBe(1000);
     expect(ticket.workerId).toBe(holder);
+    // The only holder has nothing to be priced against: its eviction cost is not walked.
+    expect(ticket.placement.costs).toEqual({});
   });
 
   it("explores when the remainder is longer, picking the minimum-cost worker", () => {
