@@ -34,6 +34,10 @@ export interface WorkerView {
   /** The same tokens by where they stand in the worker's prefill order (batch-priority.ts,
    *  prefillRankOfHit: index = rank, higher ranks are evaluated first). */
   pendingPrefillByRank: ArrayLike<number>;
+  /** Prefill work (ms) placed on the worker within the load window: Preble's L, prefill part. */
+  windowedPrefillMs: number;
+  /** The worker's time model: its prefill, decode and copy times. */
+  readonly timeModel: TimeModel;
 }
 
 export interface PlacementRequest {
@@ -87,9 +91,6 @@ export interface PlacementContext {
   tree: RadixTree;
   /** The request matched against that tree, once per request. */
   match: PrefixMatch;
-  timeModel(workerId: string): TimeModel;
-  /** Prefill work (ms) placed on the worker within the load window: Preble's L, prefill part. */
-  windowedPrefillMs(workerId: string): number;
   /** Output tokens to expect from a request: median of recent outputs, else its max_tokens. */
   expectedOutputTokens(request: PlacementRequest): number;
 }

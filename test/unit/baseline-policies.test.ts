@@ -30,6 +30,8 @@ const view = (overrides: Partial<WorkerView>): WorkerView => ({
   activeTokens: 0,
   pendingPrefillTokens: 0,
   pendingPrefillByRank: [0, 0, 0, 0, 0],
+  windowedPrefillMs: 0,
+  timeModel: new TimeModel(CPU_LIKE_COEFFICIENTS),
   ...overrides,
   reusableTokens: overrides.reusableTokens ?? overrides.matchedTokens ?? 0,
 });

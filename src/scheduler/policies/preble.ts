@@ -252,9 +252,9 @@ export class PreblePolicy implements PlacementPolicy {
     const expectedOutput = context.expectedOutputTokens(request);
     for (let i = 0; i < count; i++) {
       const worker = candidates[i]!;
-      const model = context.timeModel(worker.id);
+      const model = worker.timeModel;
       const slotMs = expectedOutput * model.decodeMsPerToken(n);
-      loads[i] = context.windowedPrefillMs(worker.id) + worker.inFlight * slotMs;
+      loads[i] = worker.windowedPrefillMs + worker.inFlight * slotMs;
       firstToken[i] = waitMs(worker, model, slotMs, n) + model.prefillMs(n - worker.reusableTokens, n);
       partial[i] = loads[i]! + firstToken[i]!;
     }
@@ -278,7 +278,7 @@ export class PreblePolicy implements PlacementPolicy {
       for (let i = 0; i < count; i++) {
         if (candidates[i]!.reusableTokens === matched && (source < 0 || loads[i]! < loads[source]!)) source = i;
       }
-      return this.decide(target, "replicate", matched, costs, prefixKey, this.copyIfCheaper(request, candidates[source]!, target, matched, context));
+      return this.decide(target, "replicate", matched, costs, prefixKey, this.copyIfCheaper(request, candidates[source]!, target, matched));
     }
     const holder = this.cheapest(HOLDERS, matched, costs, candidates, request, context);
     let soonest = holder;
@@ -391,7 +391,7 @@ export class PreblePolicy implements PlacementPolicy {
       let total = cost[i]!;
       if (Number.isNaN(total)) {
         const worker = candidates[i]!;
-        total = partial[i]! + this.evictionCost(worker, context.timeModel(worker.id), request, context);
+        total = partial[i]! + this.evictionCost(worker, request, context);
         cost[i] = total;
         costs[worker.id] = total;
       }
@@ -405,7 +405,8 @@ export class PreblePolicy implements PlacementPolicy {
 
   /** M: what LRU would evict from the worker to fit the request, each entry priced as its
    *  recompute (requests in the window x its prefill), in eviction order. */
-  private evictionCost(worker: WorkerView, model: TimeModel, request: PlacementRequest, context: PlacementContext): number {
+  private evictionCost(worker: WorkerView, request: PlacementRequest, context: PlacementContext): number {
+    const model = worker.timeModel;
     const needed = request.tokens.length - worker.matchedTokens;
     const order = context.tree.evictionOrder(worker.id, needed, context.match);
     let cost = 0;
@@ -425,8 +426,8 @@ export class PreblePolicy implements PlacementPolicy {
     return key;
   }
 
-  private copyIfCheaper(request: PlacementRequest, source: WorkerView, target: WorkerView, matched: number, context: PlacementContext): CopyAction[] {
-    const model = context.timeModel(target.id);
+  private copyIfCheaper(request: PlacementRequest, source: WorkerView, target: WorkerView, matched: number): CopyAction[] {
+    const model = target.timeModel;
     const copyMs = model.copyMs(matched);
     const recomputeMs = model.prefillMs(matched - target.matchedTokens, matched);
     if (copyMs >= recomputeMs) return [];
