@@ -229,11 +229,12 @@ export class GlobalScheduler {
       if (request.avoidWorkerIds?.includes(worker.spec.id)) continue;
       const view = worker.view;
       view.inFlight = worker.inFlight + worker.othersInFlight;
-      const held = match.heldBy(worker.spec.id);
-      view.matchedTokens = held;
-      view.reusableTokens = held > 0 && model.tree.reportsSlots(worker.spec.id) ? match.reusableBy(worker.spec.id) : held;
       if (worker.account.dropped) worker.account = model.tree.account(worker.spec.id);
-      view.kvTokens = worker.account.used;
+      const account = worker.account;
+      const held = match.heldOn(account);
+      view.matchedTokens = held;
+      view.reusableTokens = held > 0 && account.reportsSlots ? match.reusableOn(account) : held;
+      view.kvTokens = account.used;
       view.activeTokens = worker.activeTokens;
       view.pendingPrefillTokens = sumOf(worker.pendingPrefillByRank);
       view.windowedPrefillMs = worker.prefillWindow.total(now);

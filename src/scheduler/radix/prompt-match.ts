@@ -2,7 +2,7 @@
 // global scheduler refills for every placement. How the tree works: docs/scheduler-tree.md.
 import type { TokenIds } from "../../common/tokens.js";
 import type { RadixNode } from "./node.js";
-import type { PrefixMatch, RadixNodeView, WorkerId } from "./types.js";
+import type { PrefixMatch, RadixNodeView, WorkerAccount, WorkerId } from "./types.js";
 import type { WorkerCacheBook } from "./worker-cache-book.js";
 import { emptyArray } from "../scratch.js";
 
@@ -48,6 +48,14 @@ export class PromptMatch implements PrefixMatch {
     return 0;
   }
 
+  /** `heldBy` for the worker whose account (the tree's `account`) this is: compared by
+   *  identity, so the scheduler's loop over its workers reads no account's id. */
+  heldOn(account: WorkerAccount): number {
+    const books = this.heldBooks;
+    for (let i = books.length - 1; i >= 0; i--) if (books[i] === account) return this.heldLengths[i]!;
+    return 0;
+  }
+
   /**
    * The longest prefix of the prompt an idle slot of the worker holds (0 when none). A
    * worker's local scheduler admits a request into an idle slot at once, and each slot has
@@ -57,6 +65,13 @@ export class PromptMatch implements PrefixMatch {
   reusableBy(workerId: WorkerId): number {
     const books = this.reusableBooks;
     for (let i = books.length - 1; i >= 0; i--) if (books[i]!.id === workerId) return this.reusableLengths[i]!;
+    return 0;
+  }
+
+  /** `reusableBy` for the worker whose account this is (by identity, as `heldOn`). */
+  reusableOn(account: WorkerAccount): number {
+    const books = this.reusableBooks;
+    for (let i = books.length - 1; i >= 0; i--) if (books[i] === account) return this.reusableLengths[i]!;
     return 0;
   }
 

@@ -449,11 +449,6 @@ export class RadixTree {
     this.ensureWorker(workerId).countRunning(slot, running ? 1 : -1);
   }
 
-  /** Whether the worker ever reported what a slot holds (engines without slot reports never do). */
-  reportsSlots(workerId: WorkerId): boolean {
-    return (this.workers.get(workerId)?.slots.length ?? 0) > 0;
-  }
-
   /** Tokens slot `slot` of the worker holds as far as the tree knows (0 when empty or
    *  unknown; less than reported when a capacity eviction took its end). */
   slotLength(workerId: WorkerId, slot: number): number {

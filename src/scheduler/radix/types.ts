@@ -84,6 +84,8 @@ export interface WorkerAccount {
   readonly capacity: number;
   /** The worker was dropped (`dropWorker`) since: ask the tree for its account anew. */
   readonly dropped: boolean;
+  /** Whether the worker ever reported what a slot holds (engines without slot reports never do). */
+  readonly reportsSlots: boolean;
 }
 
 /** What LRU eviction would take from a worker, one node at a time (`evictionOrder`). */

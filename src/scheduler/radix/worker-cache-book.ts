@@ -34,6 +34,10 @@ export class WorkerCacheBook implements WorkerAccount {
     private readonly trie: TokenTrie,
   ) {}
 
+  get reportsSlots(): boolean {
+    return this.slots.length > 0;
+  }
+
   /** The worker holds `node` (touched at `now`); its parent must be held already. Returns its record. */
   cache(node: RadixNode, now: number): Holder {
     let h = node.holderOf(this);
