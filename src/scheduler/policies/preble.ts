@@ -357,8 +357,7 @@ export class PreblePolicy implements PlacementPolicy {
    * L + P + W + M for as long as L + P + W alone can still win; ties go to the earlier one in the
    * list. Every worker priced in full is entered in `costs` (once: its M does not change
    * within a decision). The only member of a group is not priced: most exploits have one
-   * holder, and walking its LRU list for an M nothing is compared with was a tenth of a
-   * decision.
+   * holder, whose M nothing is compared with.
    */
   private cheapest(
     group: number,
