@@ -12,7 +12,6 @@ import { isAliveFor } from "./placement/alive.js";
 import { hasRoom, lentPlaces } from "./placement/capacity.js";
 import type { FleetWorker } from "./placement/fleet-worker.js";
 import { NO_PLACEMENT, pinnedPlacement } from "./placement/pinned.js";
-import { policyPlacement } from "./placement/policy.js";
 import { Sessions } from "./placement/session.js";
 import { UnreportedPlacements } from "./placement/unreported.js";
 import { PromptMatch } from "./radix/prompt-match.js";
@@ -211,9 +210,13 @@ export class GlobalScheduler {
     if (candidates.length === 0) return undefined;
     const override = pinnedPlacement(candidates, pinnedWorkerId) ?? this.sessions.place(request, candidates, match.longest, now);
     if (override === NO_PLACEMENT) return undefined;
-    const placement = override ?? policyPlacement(this.policyImpl, request, candidates, this.context(model, now));
+    const placement = override ?? this.policyImpl.place(request, candidates, this.context(model, now));
     if (!placement) return undefined;
-    return this.book(request, placement, heldOn(candidates, placement.workerId), model, match, now);
+    const chosen = candidateNamed(candidates, placement.workerId);
+    // A choice outside the candidates would bypass the filters: a bug, never a placement.
+    if (chosen === undefined)
+      throw new Error(`${override ? placement.reason : `policy ${this.policyImpl.name}`} chose ${placement.workerId}, which is not a candidate`);
+    return this.book(request, placement, chosen.matchedTokens, model, match, now);
   }
 
   /** The filters (alive, capacity, the request's own exclusions): the workers that may take
@@ -429,10 +432,10 @@ export class GlobalScheduler {
   }
 }
 
-/** What the chosen candidate holds of the prompt (the policies only choose among candidates). */
-function heldOn(candidates: readonly WorkerView[], workerId: string): number {
-  for (let i = 0; i < candidates.length; i++) if (candidates[i]!.id === workerId) return candidates[i]!.matchedTokens;
-  throw new Error(`${workerId} is not a candidate`);
+/** The candidate with that id. */
+function candidateNamed(candidates: readonly WorkerView[], workerId: string): WorkerView | undefined {
+  for (let i = 0; i < candidates.length; i++) if (candidates[i]!.id === workerId) return candidates[i];
+  return undefined;
 }
 
 /** Adds (sign 1) or removes (sign -1) a prompt's `uncached` tokens of `promptTokens` in the worker's pending prefill, at the prompt's rank there. */

@@ -117,6 +117,18 @@ describe("conformance: every policy", () => {
   }
 });
 
+describe("a policy's choice", () => {
+  it("is refused, loudly, when it names a worker that is not a candidate (one the filters left out)", () => {
+    const clock = { t: 0 };
+    const rogue = { name: "rogue", place: () => ({ workerId: "w1", reason: "rogue", matchedTokens: 0 }) };
+    const scheduler = new GlobalScheduler(rogue, { now: () => clock.t });
+    for (const id of ["w0", "w1"]) scheduler.addWorker({ id, modelId: "m", slots: 2, capacityTokens: 10_000, timeModel: new TimeModel(COEFFICIENTS) });
+    scheduler.setAlive("w1", false);
+    expect(() => scheduler.place(single(1))).toThrow("policy rogue chose w1, which is not a candidate");
+    expect(scheduler.views().find((view) => view.id === "w1")!.inFlight).toBe(0);
+  });
+});
+
 describe("the shape policy's own test", () => {
   for (const name of ["shape", "roundrobin"] as const) {
     it(`${name}: a batch of single-turn requests uses every worker, consecutive picks alternating`, () => {
