@@ -79,72 +79,65 @@ export interface PrebleOptions extends PrebleSettings {
 
 /**
  * The TTFT samples of one prefix, oldest first (by time; a sample that arrives out of order
- * is slotted in place), at most `limit`, none older than the window at the last push. Each
- * sample keeps, next to its time, the running sum of the TTFTs up to and including it, so
- * the sum over any run of samples is one subtraction and a half-window's first sample is
- * found by binary search: `isHot` costs O(log limit) whatever the number of samples, and
- * counts exactly the samples the window holds (no bucketing). Time and sum lie side by side
- * in one array: `isHot` runs on every exploit, and its cost was the cache lines it reads,
- * not its arithmetic. The sum of a run is a difference of running sums: it may differ from a
- * fresh left-to-right sum in the last bits of the float.
+ * is slotted in place), at most `limit`, none older than the window at the last push. Next
+ * to them, running sums of their TTFTs, so the sum over any run of samples is one
+ * subtraction and a half-window's first sample is found by binary search: `isHot` costs
+ * O(log limit) whatever the number of samples, and counts exactly the samples the window
+ * holds (no bucketing). The sum of a run is a difference of running sums: it may differ
+ * from a fresh left-to-right sum in the last bits of the float.
  */
 class TtftHistory {
-  /** Sample k (live from `head` to `end`): its time at [2k], the TTFT sum of samples 0..k at [2k + 1]. */
-  private data = new Float64Array(16);
+  /** Sample times, live from `head` on. */
+  private at: number[] = [];
+  /** sums[i] = TTFT of samples [0, i): one more entry than `at`. */
+  private sums: number[] = [0];
   private head = 0;
+
   /** One past the last sample. */
-  end = 0;
+  get end(): number {
+    return this.at.length;
+  }
 
   /** Time of the newest sample (samples are kept in time order). */
   get newest(): number {
-    return this.data[2 * this.end - 2]!;
+    return this.at[this.at.length - 1]!;
   }
 
   push(at: number, ttftMs: number, horizon: number, limit: number): void {
-    if (2 * this.end + 2 > this.data.length) this.grow();
-    const data = this.data;
-    const end = this.end;
-    if (end === this.head || data[2 * end - 2]! <= at) {
-      data[2 * end] = at;
-      data[2 * end + 1] = this.sumBefore(end) + ttftMs;
+    const times = this.at;
+    if (times.length === this.head || times[times.length - 1]! <= at) {
+      times.push(at);
+      this.sums.push(this.sums[this.sums.length - 1]! + ttftMs);
     } else {
       // Out of order (a clock that went back): slot it in after its equals, redo the sums after it.
       const i = this.firstAfter(at);
       const ttfts = [ttftMs];
-      for (let k = i; k < end; k++) ttfts.push(data[2 * k + 1]! - this.sumBefore(k));
-      for (let k = end; k > i; k--) data[2 * k] = data[2 * k - 2]!;
-      data[2 * i] = at;
-      for (let k = i, sum = this.sumBefore(i); k <= end; k++) {
-        sum += ttfts[k - i]!;
-        data[2 * k + 1] = sum;
-      }
+      for (let k = i; k < times.length; k++) ttfts.push(this.sums[k + 1]! - this.sums[k]!);
+      times.splice(i, 0, at);
+      this.sums.length = i + 1;
+      for (const t of ttfts) this.sums.push(this.sums[this.sums.length - 1]! + t);
     }
-    this.end = end + 1;
     let head = this.head;
-    while (head < this.end && data[2 * head]! < horizon) head++;
-    if (this.end - head > limit) head = this.end - limit;
+    while (head < times.length && times[head]! < horizon) head++;
+    if (times.length - head > limit) head = times.length - limit;
     this.head = head;
     // Drop the dead front once it outgrows the live part.
-    if (head > 64 && head > this.end - head) {
-      const base = this.sumBefore(head);
-      const live = this.end - head;
-      for (let k = 0; k < live; k++) {
-        data[2 * k] = data[2 * (head + k)]!;
-        data[2 * k + 1] = data[2 * (head + k) + 1]! - base;
-      }
+    if (head > 64 && head > times.length - head) {
+      const base = this.sums[head]!;
+      this.at = times.slice(head);
+      this.sums = this.sums.slice(head).map((sum) => sum - base);
       this.head = 0;
-      this.end = live;
     }
   }
 
   /** Index of the first live sample at or after `time` (binary search). */
   firstAt(time: number): number {
-    const data = this.data;
+    const times = this.at;
     let lo = this.head;
-    let hi = this.end;
+    let hi = times.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (data[2 * mid]! < time) lo = mid + 1;
+      if (times[mid]! < time) lo = mid + 1;
       else hi = mid;
     }
     return lo;
@@ -152,30 +145,19 @@ class TtftHistory {
 
   /** TTFT sum of samples [i, j). */
   sum(i: number, j: number): number {
-    return this.sumBefore(j) - this.sumBefore(i);
-  }
-
-  /** TTFT sum of samples [0, k). */
-  private sumBefore(k: number): number {
-    return k === 0 ? 0 : this.data[2 * k - 1]!;
+    return this.sums[j]! - this.sums[i]!;
   }
 
   private firstAfter(time: number): number {
-    const data = this.data;
+    const times = this.at;
     let lo = this.head;
-    let hi = this.end;
+    let hi = times.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (data[2 * mid]! <= time) lo = mid + 1;
+      if (times[mid]! <= time) lo = mid + 1;
       else hi = mid;
     }
     return lo;
-  }
-
-  private grow(): void {
-    const data = new Float64Array(2 * this.data.length);
-    data.set(this.data);
-    this.data = data;
   }
 }
 
