@@ -208,10 +208,20 @@ export function solveScaledSystem(a: number[][], b: number[], norm: number[], ac
   return { beta: scaled.map((v, k) => v / norm[k]!), scale: norm };
 }
 
+/** Relative residuals at or under this are never outliers: the floor of outlierLimit. */
+const OUTLIER_FLOOR = 0.2;
+
 /** The limit of outlier trimming over relative residuals: max(4 x the median one, 20%).
  *  The median is the middle one in sorted order (the upper one of an even count). */
 export function outlierLimit(residuals: Float64Array): number {
-  return Math.max(4 * middleValue(residuals), 0.2);
+  return Math.max(4 * middleValue(residuals), OUTLIER_FLOOR);
+}
+
+/** Whether every residual is within the limit's floor, so that none is an outlier whatever
+ *  the median (a model that fits its observations: the median need not be found). */
+export function allWithinOutlierFloor(residuals: Float64Array): boolean {
+  for (let i = 0; i < residuals.length; i++) if (!(residuals[i]! <= OUTLIER_FLOOR)) return false;
+  return true;
 }
 
 let selectScratch = new Float64Array(256);

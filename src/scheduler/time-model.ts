@@ -14,7 +14,7 @@
 // Pure: no node-llama-cpp, no I/O, no clock. The coefficients come from a short profile of
 // the worker at start-up (src/engine/host/calibration.ts) or from a preset, and are refined online
 // from observed timings (observePrefill / observeDecode, see the class comment).
-import { nonNegativeLeastSquares, outlierLimit, WeightedRows } from "./least-squares.js";
+import { allWithinOutlierFloor, nonNegativeLeastSquares, outlierLimit, WeightedRows } from "./least-squares.js";
 
 export interface TimeModelCoefficients {
   /** Prefill: fixed cost of one prefill, ms. */
@@ -346,7 +346,7 @@ export class TimeModel {
  */
 function dropOutliers(rows: WeightedRows, priorRows: number, residuals: Float64Array): boolean {
   const count = residuals.length;
-  if (count < 3) return false;
+  if (count < 3 || allWithinOutlierFloor(residuals)) return false;
   const limit = outlierLimit(residuals);
   let kept = priorRows;
   for (let k = 0; k < count; k++) {
