@@ -141,6 +141,8 @@ interface ArmResult {
     bytesPerTreeTokenWithoutMirror?: number;
   };
   reasons: Record<string, number>;
+  /** Place time by the decision's reason: where a rate's time goes and what its p99 is made of. */
+  placeByReason: { reason: string; share: number; timeShare: number; meanUs: number; p50Us: number; p99Us: number }[];
   /** FNV-1a over every decision of the arm (warm-up and measured): worker index and reason. */
   decisionDigest: string;
   /** Every run of the arm (--repeats), in order: the report's figures are the median run's. */
@@ -218,6 +220,9 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   const placeNs = new Float64Array(p.measuredRequests);
   const cycleNs = new Float64Array(p.measuredRequests);
   const reasons: Record<string, number> = {};
+  /** Per measured request, the index of its reason in `reasonNames`. */
+  const reasonOf = new Uint8Array(p.measuredRequests);
+  const reasonNames: string[] = [];
   const placements = new Float64Array(WORKERS);
   let matchedFractionSum = 0;
   let hitFractionSum = 0;
@@ -271,6 +276,8 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
   };
 
   /** One request through place -> started -> finished; returns [place ns, cycle ns]. */
+  /** The reason of the last decision `serve` made. */
+  let lastReason = "";
   const serve = (request: PlacedRequest, measure: boolean): [number, number] => {
     clock.t = request.arrivalMs;
     const placement = { modelId: MODEL, tokens: request.tokens, messageCount: 1, maxTokens: 256 };
@@ -310,6 +317,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     }
     costsHash.word(0xffffffff);
     dump?.push(`${w} ${ticket.placement.reason}${costs === undefined ? "" : ` ${JSON.stringify(costs)}`}`);
+    lastReason = ticket.placement.reason;
     if (measure) {
       reasons[ticket.placement.reason] = (reasons[ticket.placement.reason] ?? 0) + 1;
       placements[w]!++;
@@ -378,6 +386,9 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     const [place, cycle] = serve(take(), true);
     placeNs[i] = place;
     cycleNs[i] = cycle;
+    let reason = reasonNames.indexOf(lastReason);
+    if (reason < 0) reason = reasonNames.push(lastReason) - 1;
+    reasonOf[i] = reason;
     if ((i + 1) % Math.ceil(p.measuredRequests / 4) === 0) progress("measured", i + 1, p.measuredRequests);
   }
   const wallSeconds = (performance.now() - wallStart) / 1000;
@@ -430,6 +441,13 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
       slotMirrorBytes,
     },
     reasons: Object.fromEntries(Object.entries(reasons).map(([reason, count]) => [reason, count / n])),
+    placeByReason: reasonNames.map((reason, index) => {
+      const samples = placeNs.filter((_, i) => reasonOf[i] === index);
+      let total = 0;
+      for (const v of samples) total += v;
+      const summary = summarize(samples);
+      return { reason, share: samples.length / n, timeShare: total / placeTotal, meanUs: summary.mean, p50Us: summary.p50, p99Us: summary.p99 };
+    }),
     decisionDigest: decisionHash.hex,
     costsDigest: costsHash.hex,
     matchedFractionMean: matchedFractionSum / n,
@@ -668,6 +686,16 @@ function markdown(report: Report): string {
         ]
       : []),
     "- Max latencies include GC pauses.",
+    "",
+    "Place time by the decision's reason (the median run of each arm): share of decisions, share of place time, mean / p50 / p99 us.",
+    "",
+    ...report.arms.map(
+      (arm) =>
+        `- ${arm.workload}/${arm.policy}: ${[...arm.placeByReason]
+          .sort((a, b) => b.timeShare - a.timeShare)
+          .map((r) => `${r.reason} ${pct(r.share)} of decisions, ${pct(r.timeShare)} of time, ${fmt(r.meanUs, 1)} / ${fmt(r.p50Us, 1)} / ${fmt(r.p99Us, 1)}`)
+          .join("; ")}`,
+    ),
     "",
     `## Targets (${TARGET_POLICY}, the default policy)`,
     "",
