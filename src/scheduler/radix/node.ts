@@ -32,6 +32,9 @@ export class Holder {
   slotRefs = 0;
   /** Those of them that run no request now (what a request admitted now could reuse). */
   idleSlotRefs = 0;
+  /** A slot that was last set to end at this node (-1: none known): where `uncache` looks
+   *  first. A hint only: that slot may have moved on since. */
+  slot = -1;
   /** Scratch mark of an eviction plan (dedupes heap entries). */
   planMark = 0;
   /** The key of an entry of this record known to be in its worker's leaf heap (NaN: none

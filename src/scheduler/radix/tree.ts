@@ -425,6 +425,7 @@ export class RadixTree {
     if (target < n) this.trie.prune(path[path.length - 1]!);
     emptyArray(path);
     book.slots[slot] = deepest;
+    if (deepest !== null) dh!.slot = slot;
     book.maybeCompact();
     if (evicted.length > 0) this.onEvict?.(workerId, evicted);
     return { held: target, added: target - held, evicted, released };

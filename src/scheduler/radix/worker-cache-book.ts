@@ -61,15 +61,25 @@ export class WorkerCacheBook implements WorkerAccount {
   uncache(node: RadixNode, h: Holder): void {
     if (h.slotRefs > 0) {
       // Slots end here (the node is the worker's leaf when it goes): they now hold the
-      // parent's prefix as far as the tree knows; the parent already counts them.
+      // parent's prefix as far as the tree knows; the parent already counts them. The slot
+      // last set to end here first: usually the only one, found without a scan of them all
+      // (a worker may have hundreds, and an LRU eviction takes a slot's old content).
       const slots = this.slots;
       const parent = node.parent === this.trie.root ? null : node.parent;
-      for (let i = 0, left = h.slotRefs; i < slots.length && left > 0; i++) {
+      let left = h.slotRefs;
+      let moved = h.slot;
+      if (moved >= 0 && slots[moved] === node) {
+        slots[moved] = parent;
+        left--;
+      }
+      for (let i = 0; i < slots.length && left > 0; i++) {
         if (slots[i] === node) {
           slots[i] = parent;
+          moved = i;
           left--;
         }
       }
+      if (parent !== null) parent.holderOf(this)!.slot = moved;
       h.slotRefs = 0;
       h.idleSlotRefs = 0;
     }
