@@ -9,6 +9,7 @@ import { GENERATION_DEFAULTS } from "../common/generation-settings.js";
 import { BATCH_PRIORITIES, prefillRankOfHit } from "./batch-priority.js";
 import { GLOBAL_SCHEDULER_DEFAULTS, type GlobalSchedulerSettings } from "./global-scheduler-settings.js";
 import { isAliveFor } from "./placement/alive.js";
+import { candidateNamed } from "./placement/candidate.js";
 import { hasRoom, lentPlaces } from "./placement/capacity.js";
 import type { FleetWorker } from "./placement/fleet-worker.js";
 import { NO_PLACEMENT, pinnedPlacement } from "./placement/pinned.js";
@@ -430,12 +431,6 @@ export class GlobalScheduler {
     this.sessions.served(request, worker.spec.id, now);
     return new PlacementTicket(this.ticketBook, request, placement, worker.spec.id, now, inFlight, request.tokens.length - held);
   }
-}
-
-/** The candidate with that id. */
-function candidateNamed(candidates: readonly WorkerView[], workerId: string): WorkerView | undefined {
-  for (let i = 0; i < candidates.length; i++) if (candidates[i]!.id === workerId) return candidates[i];
-  return undefined;
 }
 
 /** Adds (sign 1) or removes (sign -1) a prompt's `uncached` tokens of `promptTokens` in the worker's pending prefill, at the prompt's rank there. */

@@ -46,7 +46,7 @@ describe("BatchGate", () => {
     const { gate, queue, dispatched } = setup();
     gate.begin(0);
     gate.begin(1);
-    gate.batchStarted(); // both were in it (node-llama-cpp's set is empty now)
+    gate.batchStarted(); // the first batch (node-llama-cpp's set is empty now)
     queue(0);
     expect(dispatched()).toBe(0);
     queue(1);
@@ -71,6 +71,26 @@ describe("BatchGate", () => {
     expect(dispatched()).toBe(0);
     vi.advanceTimersByTime(1);
     expect(dispatched()).toBe(1);
+  });
+
+  it("counts as the last batch's only the sequences of the batch that started last", () => {
+    const { gate, queued, queue, dispatched } = setup(2);
+    gate.begin(0);
+    gate.begin(1);
+    queue(0);
+    queue(1);
+    expect(dispatched()).toBe(1);
+    gate.batchStarted(); // {0, 1}
+    queued.clear();
+    gate.end(1); // slot 1's request ends
+    queue(0);
+    expect(dispatched()).toBe(2);
+    gate.batchStarted(); // {0} alone
+    queued.clear();
+    gate.begin(1); // a new request in slot 1, loading: it was in an earlier batch, not the last
+    queue(0);
+    vi.advanceTimersByTime(2);
+    expect(dispatched()).toBe(3);
   });
 
   it("keeps waiting for a sequence of the batch being decoded, so the sequences stay in step", () => {

@@ -120,7 +120,7 @@ describe("the scheduler's reusable match", () => {
       const fresh = tree.match(prompt);
       tree.matchInto(reused, prompt);
       expect([...reused.perWorker]).toEqual([...fresh.perWorker]);
-      for (const w of ["w0", "w1", "w2", "w3", "nobody"]) expect(reused.heldBy(w)).toBe(fresh.perWorker.get(w) ?? 0);
+      for (const w of ["w0", "w1", "w2", "w3", "nobody"]) expect(reused.heldOn(tree.account(w))).toBe(fresh.perWorker.get(w) ?? 0);
       expect([reused.matchedTokens, reused.longest, reused.path.map((n) => n.id)]).toEqual([fresh.matchedTokens, fresh.longest, fresh.path.map((n) => n.id)]);
     }
   });

@@ -1223,10 +1223,11 @@ describe("RadixTree slot reports against a naive reference (seeded random sequen
 
 /** The longest prefix of `tokens` an idle slot of the worker holds, as the scheduler reads it. */
 function reusable(tree: RadixTree, workerId: string, tokens: number[]): number {
-  return tree.matchInto(new PromptMatch(), tokens).reusableBy(workerId);
+  const account = tree.account(workerId);
+  return tree.matchInto(new PromptMatch(), tokens).reusableOn(account);
 }
 
-describe("PromptMatch.reusableBy: what a request admitted now would reuse", () => {
+describe("PromptMatch.reusableOn: what a request admitted now would reuse", () => {
   it("is the longest prefix an idle slot holds, through splits, partial matches and slots turning busy and idle", () => {
     const tree = new RadixTree({ now: () => 0 });
     const doc = range(100, 140);

@@ -43,10 +43,12 @@ export const HARD_MAX_WAIT_MS = 1000;
 export class BatchGate {
   private readonly generating = new Set<number>();
   /** The sequences queued when the last batch started (its decode tokens). */
-  private inLastBatch = new Set<number>();
-  /** node-llama-cpp's live set of queued sequence ids (from the last schedule call). */
+  private readonly inLastBatch = new Set<number>();
+  /** node-llama-cpp's live set of queued sequence ids (from the last schedule call; none from
+   *  an unpatched node-llama-cpp). */
   private queued: ReadonlySet<number> | undefined;
-  private waiting: { dispatch: () => void; queued: ReadonlySet<number> | undefined; since: number } | undefined;
+  /** The dispatch held now, and since when. */
+  private waiting: { dispatch: () => void; since: number } | undefined;
   /** The timer that ends the wait at its limit, while a batch is held. */
   private timer: ReturnType<typeof setTimeout> | undefined;
   /** When that timer fires (the gate's clock). */
@@ -77,13 +79,15 @@ export class BatchGate {
     // Told again for the same held dispatch (another sequence queued): the wait goes on from
     // when the dispatch was first held.
     const since = this.waiting?.dispatch === dispatch ? this.waiting.since : this.now();
-    this.waiting = { dispatch, queued, since };
+    this.waiting = { dispatch, since };
     this.check();
   };
 
   /** Call when a batch starts (from the batch's prioritization strategy, before it takes the items). */
   batchStarted(): void {
-    this.inLastBatch = new Set(this.queued);
+    // One set, refilled: this runs at every decode step.
+    this.inLastBatch.clear();
+    if (this.queued) for (const slot of this.queued) this.inLastBatch.add(slot);
   }
 
   /**
@@ -106,7 +110,7 @@ export class BatchGate {
     if (!waiting) return;
     const waitedMs = this.now() - waiting.since;
     // Without the queue's view (an unpatched node-llama-cpp), behave as node-llama-cpp does.
-    const limitMs = waiting.queued ? this.waitLimitMs(waiting.queued) : 0;
+    const limitMs = this.queued ? this.waitLimitMs(this.queued) : 0;
     if (waitedMs >= limitMs) {
       this.waiting = undefined;
       this.clearTimer();

@@ -2,6 +2,7 @@
 // the session lives (sessionTtlMs), that worker is a candidate and is not overloaded.
 import type { GlobalSchedulerSettings } from "../global-scheduler-settings.js";
 import type { Placement, PlacementRequest, WorkerView } from "../types.js";
+import { candidateNamed } from "./candidate.js";
 
 type SessionSettings = Pick<GlobalSchedulerSettings, "sessionPinning" | "sessionTtlMs" | "maxSessions" | "sessionOverloadPerSlot">;
 
@@ -20,7 +21,7 @@ export class Sessions {
     if (!this.settings.sessionPinning || request.sessionId === undefined) return undefined;
     const session = this.byId.get(request.sessionId);
     if (!session || now - session.lastSeen > this.settings.sessionTtlMs) return undefined;
-    const worker = candidates.find((candidate) => candidate.id === session.workerId);
+    const worker = candidateNamed(candidates, session.workerId);
     if (!worker || worker.inFlight >= this.settings.sessionOverloadPerSlot * worker.slots) return undefined;
     return { workerId: worker.id, reason: "session", matchedTokens: matched };
   }

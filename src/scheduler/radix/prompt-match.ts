@@ -31,7 +31,7 @@ export class PromptMatch implements PrefixMatch {
     return this.nodes;
   }
 
-  /** Built on first read (the scheduler reads `heldBy` instead), in the order the walk met the workers. */
+  /** Built on first read (the scheduler reads `heldOn` instead), in the order the walk met the workers. */
   get perWorker(): ReadonlyMap<WorkerId, number> {
     if (this.perWorkerMap === undefined) {
       const map = new Map<WorkerId, number>();
@@ -41,19 +41,11 @@ export class PromptMatch implements PrefixMatch {
     return this.perWorkerMap;
   }
 
-  /** The longest prefix of the prompt the worker caches (0 when none). */
-  heldBy(workerId: WorkerId): number {
-    const books = this.heldBooks;
-    for (let i = books.length - 1; i >= 0; i--) if (books[i]!.id === workerId) return this.heldLengths[i]!;
-    return 0;
-  }
-
-  /** `heldBy` for the worker whose account (the tree's `account`) this is: compared by
-   *  identity, so the scheduler's loop over its workers reads no account's id. */
+  /** The longest prefix of the prompt the worker whose account this is (the tree's
+   *  `account`) caches, 0 when none. By identity: the scheduler's loop over its workers
+   *  reads no account's id. */
   heldOn(account: WorkerAccount): number {
-    const books = this.heldBooks;
-    for (let i = books.length - 1; i >= 0; i--) if (books[i] === account) return this.heldLengths[i]!;
-    return 0;
+    return lengthOn(this.heldBooks, this.heldLengths, account);
   }
 
   /**
@@ -62,17 +54,8 @@ export class PromptMatch implements PrefixMatch {
    * its own KV cells: what only a running request's slot holds (or what a placed request is
    * still to compute) would be computed again in the new slot.
    */
-  reusableBy(workerId: WorkerId): number {
-    const books = this.reusableBooks;
-    for (let i = books.length - 1; i >= 0; i--) if (books[i]!.id === workerId) return this.reusableLengths[i]!;
-    return 0;
-  }
-
-  /** `reusableBy` for the worker whose account this is (by identity, as `heldOn`). */
   reusableOn(account: WorkerAccount): number {
-    const books = this.reusableBooks;
-    for (let i = books.length - 1; i >= 0; i--) if (books[i] === account) return this.reusableLengths[i]!;
-    return 0;
+    return lengthOn(this.reusableBooks, this.reusableLengths, account);
   }
 
   /** Starts a new match of `tokens` against the trie at `version`. */
@@ -101,4 +84,10 @@ export class PromptMatch implements PrefixMatch {
     this.heldLengths.push(length);
     this.longest = length;
   }
+}
+
+/** The length entered last for `account` (a worker's last entry is its longest), 0 when none. */
+function lengthOn(books: readonly WorkerCacheBook[], lengths: readonly number[], account: WorkerAccount): number {
+  for (let i = books.length - 1; i >= 0; i--) if (books[i] === account) return lengths[i]!;
+  return 0;
 }

@@ -182,7 +182,7 @@ export class RadixTree {
     let mark = NO_PROTECTION;
     if (protect !== undefined) {
       mark = this.trie.newProtectMark();
-      if (isPrefixMatch(protect)) this.trie.markMatchedPath(workerId, protect, mark);
+      if (isPrefixMatch(protect)) this.trie.markMatchedPath(book, protect, mark);
       else this.trie.walkHeld(workerId, protect, mark);
     }
     return this.plan.start(book, book.used + tokensNeeded - book.capacity, mark, this.trie.newPlanMark());
@@ -443,7 +443,7 @@ export class RadixTree {
 
   /**
    * A request runs in the worker's slot (`running`), or has left it. A slot that runs none is
-   * idle: what it holds is what a request admitted now could reuse (`PromptMatch.reusableBy`).
+   * idle: what it holds is what a request admitted now could reuse (`PromptMatch.reusableOn`).
    */
   setSlotRunning(workerId: WorkerId, slot: number, running: boolean): void {
     checkSlot(slot);

@@ -6,6 +6,7 @@ import { Holder, NO_PROTECTION, NO_SEGMENT, RadixNode, type WindowClock } from "
 import { PromptMatch } from "./prompt-match.js";
 import { TokenStore } from "./token-store.js";
 import type { PrefixMatch, WorkerId } from "./types.js";
+import type { WorkerCacheBook } from "./worker-cache-book.js";
 import { emptyArray } from "../scratch.js";
 
 /** Throws unless tokens[from..to) are 32-bit integers (what the Int32Array segments hold). */
@@ -103,11 +104,12 @@ export class TokenTrie {
   }
 
   /** Marks the worker's cached nodes on a match path, as walkHeld would. */
-  markMatchedPath(workerId: WorkerId, m: PrefixMatch, mark: number): void {
+  markMatchedPath(book: WorkerCacheBook, m: PrefixMatch, mark: number): void {
+    const workerId = book.id;
     if (m instanceof PromptMatch && m.version === this.version) {
       // Nothing changed since the match: its path is the tree's, and what the worker caches
       // of it (a prefix of it) is what the match found: the nodes that start before that ends.
-      const held = m.heldBy(workerId);
+      const held = m.heldOn(book);
       for (const node of m.nodes) {
         if (node.startLength >= held) return;
         node.protectMark = mark;
