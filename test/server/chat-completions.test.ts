@@ -172,7 +172,12 @@ describe.each(ENGINES)("the %s engine", (engine) => {
       // ...because the worker stopped it (finish reason "cancelled"), not because it ran to max_tokens.
       const cancelledAfter = (await health()).workers.reduce((sum, worker) => sum + worker.finished.cancelled, 0);
       expect(cancelledAfter).toBe(cancelledBefore + 1);
-      const next = await server.client.chat.completions.create({ model: TINY_MODEL, messages: [{ role: "user", content: "next" }], max_tokens: 2, temperature: 0 });
+      const next = await server.client.chat.completions.create({
+        model: TINY_MODEL,
+        messages: [{ role: "user", content: "next" }],
+        max_tokens: 2,
+        temperature: 0,
+      });
       expect(next.usage?.completion_tokens).toBe(2);
     });
   });
