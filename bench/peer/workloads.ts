@@ -15,6 +15,8 @@ export interface Sample {
   totalMs: number;
   completionTokens: number;
   promptTokens: number;
+  /** Of the prompt, the tokens the server took from its KV cache (its usage says so). */
+  cachedTokens: number;
   /** Seconds from the workload's start to when the request was sent. */
   sentS: number;
   kind: string;
@@ -47,6 +49,13 @@ async function post(url: string, body: string): Promise<{ response: Response; se
   }
 }
 
+/** What the workloads read of a completion's usage (llama-server and Radixgate both give cached tokens). */
+interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+}
+
 /** One chat completion, greedy: streamed (TTFT at the first content chunk) or whole (TTFT is the whole request). */
 export async function chat(target: Target, messages: Message[], maxTokens: number, kind: string, startedAt: number, stream = true): Promise<Sample> {
   const { response, sent } = await post(
@@ -63,7 +72,7 @@ export async function chat(target: Target, messages: Message[], maxTokens: numbe
   if (!response.ok || !response.body) throw new Error(`${target.baseURL}: ${response.status} ${await response.text()}`);
   if (!stream) {
     // One answer at the end: no time to first token, only the whole request's.
-    const body = (await response.json()) as { choices: { message: { content: string | null } }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    const body = (await response.json()) as { choices: { message: { content: string | null } }[]; usage: Usage };
     const done = performance.now();
     const text = body.choices[0]?.message.content ?? "";
     return {
@@ -71,6 +80,7 @@ export async function chat(target: Target, messages: Message[], maxTokens: numbe
       totalMs: done - sent,
       completionTokens: body.usage.completion_tokens,
       promptTokens: body.usage.prompt_tokens,
+      cachedTokens: body.usage.prompt_tokens_details?.cached_tokens ?? 0,
       sentS: (sent - startedAt) / 1000,
       kind,
       text,
@@ -79,7 +89,7 @@ export async function chat(target: Target, messages: Message[], maxTokens: numbe
   let firstAt: number | undefined;
   let text = "";
   let chunks = 0;
-  let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
+  let usage: Partial<Usage> | undefined;
   for await (const data of sseData(response.body as AsyncIterable<Uint8Array>)) {
     if (data === "[DONE]") continue;
     const chunk = JSON.parse(data) as { choices?: { delta?: { content?: string | null } }[]; usage?: typeof usage; error?: unknown };
@@ -98,6 +108,7 @@ export async function chat(target: Target, messages: Message[], maxTokens: numbe
     totalMs: done - sent,
     completionTokens: usage?.completion_tokens ?? chunks,
     promptTokens: usage?.prompt_tokens ?? 0,
+    cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
     sentS: (sent - startedAt) / 1000,
     kind,
     text,

@@ -1,6 +1,7 @@
 // Starts a real Radixgate (real llama.cpp workers on the project's tiny model) on a free
 // port, for tests that talk to it over HTTP like a user would.
 import OpenAI from "openai";
+import { afterAll, beforeAll } from "vitest";
 import { parseConfig } from "../../src/config/load-config.js";
 import { createRadixgate, type Radixgate } from "../../src/radixgate.js";
 
@@ -119,3 +120,22 @@ export async function postRaw(
 
 /** The worker engines a feature is tested on, the default first. */
 export const ENGINES = ["node-llama-cpp", "llama-server"] as const;
+
+/** Each way a worker runs: node-llama-cpp in a thread (the default) or a process, and the llama-server engine. */
+export const WORKER_MODES = ["thread", "process", "llama-server"] as const;
+export type WorkerMode = (typeof WORKER_MODES)[number];
+
+/** One test server per worker mode, started before the file's tests and closed after them
+ *  (the record is filled once they have started). */
+export function serversInEveryMode(shape: { workers: number; slots: number }): Record<WorkerMode, TestServer> {
+  const servers = {} as Record<WorkerMode, TestServer>;
+  beforeAll(async () => {
+    servers.thread = await startTestServer(shape);
+    servers.process = await startTestServer({ ...shape, isolation: "process" });
+    servers["llama-server"] = await startTestServer({ ...shape, engine: "llama-server" });
+  });
+  afterAll(async () => {
+    for (const server of Object.values(servers)) await server?.close();
+  });
+  return servers;
+}

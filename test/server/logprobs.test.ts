@@ -3,22 +3,10 @@
 // next-token probabilities.
 import { randomUUID } from "node:crypto";
 import type OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postRaw, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+import { describe, expect, it } from "vitest";
+import { postRaw, serversInEveryMode, TINY_MODEL, WORKER_MODES } from "../helpers/server.js";
 
-/** Each way a worker runs: node-llama-cpp in a thread (the default) or a process, and the llama-server engine. */
-const MODES = ["thread", "process", "llama-server"] as const;
-const servers: Record<(typeof MODES)[number], TestServer | undefined> = { thread: undefined, process: undefined, "llama-server": undefined };
-
-beforeAll(async () => {
-  servers.thread = await startTestServer({ workers: 1, slots: 2 });
-  servers.process = await startTestServer({ workers: 1, slots: 2, isolation: "process" });
-  servers["llama-server"] = await startTestServer({ workers: 1, slots: 2, engine: "llama-server" });
-});
-
-afterAll(async () => {
-  for (const server of Object.values(servers)) await server?.close();
-});
+const servers = serversInEveryMode({ workers: 1, slots: 2 });
 
 type Entry = OpenAI.Chat.Completions.ChatCompletionTokenLogprob;
 
@@ -45,7 +33,7 @@ function expectWellFormed(entries: readonly Entry[], top: number) {
   }
 }
 
-describe.each(MODES)("chat logprobs (%s workers)", (isolation) => {
+describe.each(WORKER_MODES)("chat logprobs (%s workers)", (isolation) => {
   const request = () => ({
     model: TINY_MODEL,
     messages: [{ role: "user" as const, content: `tell me ${randomUUID()}` }],
@@ -56,7 +44,7 @@ describe.each(MODES)("chat logprobs (%s workers)", (isolation) => {
   });
 
   it("gives one entry per generated token: they join to the text, greedy picks the first candidate", async () => {
-    const data = await servers[isolation]!.client.chat.completions.create(request());
+    const data = await servers[isolation].client.chat.completions.create(request());
     const choice = data.choices[0]!;
     const entries = choice.logprobs!.content!;
     expect(entries).toHaveLength(data.usage!.completion_tokens);
@@ -70,8 +58,8 @@ describe.each(MODES)("chat logprobs (%s workers)", (isolation) => {
 
   it("streams each piece of text with the entries of its tokens: the same as the whole answer's", async () => {
     const body = request();
-    const whole = await servers[isolation]!.client.chat.completions.create(body);
-    const stream = await servers[isolation]!.client.chat.completions.create({ ...body, stream: true });
+    const whole = await servers[isolation].client.chat.completions.create(body);
+    const stream = await servers[isolation].client.chat.completions.create({ ...body, stream: true });
     const entries: Entry[] = [];
     let text = "";
     for await (const chunk of stream) {
@@ -94,7 +82,7 @@ describe.each(MODES)("chat logprobs (%s workers)", (isolation) => {
 
 describe("chat logprobs options", () => {
   it("has no candidates without top_logprobs, none at all without logprobs, and samples from its candidates at temperature 1", async () => {
-    const client = servers.thread!.client;
+    const client = servers.thread.client;
     const messages = [{ role: "user" as const, content: `sample ${randomUUID()}` }];
     const bare = await client.chat.completions.create({ model: TINY_MODEL, messages, max_tokens: 4, logprobs: true, temperature: 1, seed: 3 });
     const entries = bare.choices[0]!.logprobs!.content!;
@@ -122,7 +110,7 @@ describe("chat logprobs options", () => {
   ] as const) {
     it(`refuses ${JSON.stringify(body)} with a 400 naming ${param}`, async () => {
       const response = await postRaw(
-        servers.thread!.baseURL,
+        servers.thread.baseURL,
         "/chat/completions",
         JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 1, ...body }),
       );
@@ -155,7 +143,7 @@ describe("legacy completions logprobs", () => {
   }
 
   it("gives tokens, their logprobs, the top candidates and text offsets, whole and streamed", async () => {
-    const client = servers.thread!.client;
+    const client = servers.thread.client;
     const body = request();
     const whole = await client.completions.create(body);
     expectLegacy(whole.choices[0]!.logprobs!, whole.choices[0]!.text, 6);
@@ -177,7 +165,7 @@ describe("legacy completions logprobs", () => {
   });
 
   it("refuses logprobs above 5 with a 400 naming it", async () => {
-    const response = await postRaw(servers.thread!.baseURL, "/completions", JSON.stringify({ ...request(), logprobs: 6 }));
+    const response = await postRaw(servers.thread.baseURL, "/completions", JSON.stringify({ ...request(), logprobs: 6 }));
     expect(response.status).toBe(400);
     expect(response.json.error?.param).toBe("logprobs");
   });

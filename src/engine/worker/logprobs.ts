@@ -9,22 +9,25 @@ import type { TokenLogprob } from "../../contract/generation.js";
 /** OpenAI's stand-in for the log of a zero probability. */
 const LOG_ZERO = -9999;
 /**
- * Generated tokens before the one spelled that it is spelled after, as node-llama-cpp spells
- * the text it releases: a SentencePiece token's leading space shows only after other
- * generated text. So the tokens of a completion join to exactly its text.
+ * Tokens before the one spelled that it is spelled after (the prompt's last ones, then the
+ * generated ones), as the worker spells the text it sends: a SentencePiece token's leading
+ * space shows only after other text. So the tokens of a completion join to exactly its text.
  */
 const SPELLING_CONTEXT = 4;
 
 export class LogprobRecorder {
   private readonly sampled: { token: Token; entry: TokenLogprob }[] = [];
   private released: TokenLogprob[] = [];
-  /** The generated tokens just before the next one. */
-  private readonly before: Token[] = [];
+  /** The tokens just before the next one. */
+  private readonly before: Token[];
 
   constructor(
     private readonly model: LlamaModel,
     private readonly top: number,
-  ) {}
+    prompt: readonly Token[],
+  ) {
+    this.before = prompt.slice(-SPELLING_CONTEXT);
+  }
 
   /** node-llama-cpp sampled `token` from these candidates (most likely first). */
   onSampled(token: Token, probabilities: Map<Token, number>): void {

@@ -258,9 +258,17 @@ export class SlotEngine {
       send({ type: "started", slot, cachedTokens, queueMs: startedAt - queuedAt, restoredTokens: preparation.restoredTokens });
       let firstTokenAt: number | undefined;
       let completionTokens = 0;
+      // node-llama-cpp spells each text chunk after the completion's earlier tokens, but the
+      // first after nothing, and a SentencePiece tokenizer then drops the first token's leading
+      // space. The client's next turn sends that text back, and its tokens no longer match the
+      // ones the slot holds from the first generated token on: every turn of a conversation
+      // recomputed the whole previous answer (measured on the `bench` model: 946 of 1,034
+      // prompt tokens reused, the previous prompt exactly, where llama-server reused 977). So
+      // the first chunk is spelled again after the prompt, as llama-server spells every token.
+      let firstChunkTokens: Token[] | undefined;
       const stops = new StopSequenceFilter(sampling.stop);
       const sent: string[] = [];
-      const logprobs = sampling.logprobs !== undefined ? new LogprobRecorder(this.model, sampling.logprobs) : undefined;
+      const logprobs = sampling.logprobs !== undefined ? new LogprobRecorder(this.model, sampling.logprobs, tokens as Token[]) : undefined;
       const sentLogprobs: TokenLogprob[] = [];
       // An answer asked for whole goes to the host in the result: of its pieces only the first
       // is sent (the end of its prefill), and the gaps between the others are timed here.
@@ -301,11 +309,15 @@ export class SlotEngine {
           contextShiftSize: 0,
           onToken: (generated) => {
             firstTokenAt ??= performance.now();
+            if (completionTokens === 0) firstChunkTokens = generated;
             completionTokens += generated.length;
             logprobs?.onReleased(generated);
           },
           ...(logprobs ? { onTokenProbabilities: (token: Token, probabilities: Map<Token, number>) => logprobs.onSampled(token, probabilities) } : {}),
-          onTextChunk: (text) => {
+          // Called just after onToken, with the text of the same tokens.
+          onTextChunk: (chunk) => {
+            const text = firstChunkTokens === undefined ? chunk : this.model.detokenize(firstChunkTokens, false, tokens as Token[]);
+            firstChunkTokens = undefined;
             emit(stops.push(text));
             if (stops.stopped) abort.abort();
           },
