@@ -38,6 +38,13 @@ export interface GenerationResult {
    * slot (sent at start, with the whole prompt) is cut back to this.
    */
   heldPromptTokens: number;
+  /**
+   * The generated tokens the slot's KV holds after the whole prompt when the generation ends:
+   * every one but the last sampled (never evaluated). The host's report of the slot grows by
+   * them, so the next turn of a conversation, which sends the answer back, is matched through
+   * it. Absent when the engine does not know the tokens or the slot lost part of the prompt.
+   */
+  heldAnswerTokens?: number[];
   queueMs: number;
   /** From taking the slot to the first generated token: the prefill of the uncached part. */
   prefillMs: number;

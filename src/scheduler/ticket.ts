@@ -16,6 +16,8 @@ export interface FinishedRequest extends RequestOutcome {
    * ended in its prefill (cancelled, failed) holds fewer than it was reported to hold.
    */
   heldPromptTokens?: number;
+  /** Generated tokens the slot holds after the whole prompt (its answer but the last token). */
+  heldAnswerTokens?: TokenIds;
 }
 
 /** What a ticket needs from the scheduler that issued it. */
@@ -71,19 +73,23 @@ export class PlacementTicket {
   }
 
   /**
-   * The request ended, however it ended: its load is released, then the slot's report is cut
-   * back to what the slot still holds (while the request was in flight the tree kept its
-   * whole prompt as the worker's estimate). Once; later calls do nothing.
+   * The request ended, however it ended: its load is released, then the slot's report is set
+   * to what the slot now holds (while the request was in flight the tree kept its whole prompt
+   * as the worker's estimate): cut back when it lost part of the prompt, grown by the answer's
+   * tokens when the worker says which they are (the next turn of the conversation sends the
+   * answer back, and matches through it). Once; later calls do nothing.
    */
   finished(outcome: FinishedRequest): void {
     if (this.done) return;
     this.done = true;
     if (this.slot !== undefined) this.book.slotRunning(this.workerId, this.slot, false);
     this.book.release(this, outcome);
-    const held = outcome.heldPromptTokens ?? this.request.tokens.length;
-    if (this.slot !== undefined && !this.lost && held < this.request.tokens.length) {
-      this.book.slotHolds(this.workerId, this.slot, this.request.tokens.slice(0, held));
-    }
+    if (this.slot === undefined || this.lost) return;
+    const prompt = this.request.tokens;
+    const held = outcome.heldPromptTokens ?? prompt.length;
+    const answer = outcome.heldAnswerTokens;
+    if (held < prompt.length) this.book.slotHolds(this.workerId, this.slot, prompt.slice(0, held));
+    else if (answer !== undefined && answer.length > 0) this.book.slotHolds(this.workerId, this.slot, followedBy(prompt, answer));
   }
 
   /** Its worker died with the request on it: the worker is demoted at once (the fleet restarts it). Call finished() after. */
@@ -91,4 +97,12 @@ export class PlacementTicket {
     this.lost = true;
     this.book.workerDown(this.workerId);
   }
+}
+
+/** `tokens` then `more`, in one new array. */
+function followedBy(tokens: TokenIds, more: TokenIds): Int32Array {
+  const joined = new Int32Array(tokens.length + more.length);
+  joined.set(tokens);
+  joined.set(more, tokens.length);
+  return joined;
 }

@@ -163,6 +163,7 @@ export class Dispatcher {
         ttftMs: ttftMs ?? now() - placedAt,
         // A request that failed in its prefill holds what it had cached at most.
         heldPromptTokens: result?.heldPromptTokens ?? cachedTokens,
+        ...(result?.heldAnswerTokens ? { heldAnswerTokens: result.heldAnswerTokens } : {}),
         ...(result ? { prefillMs: result.prefillMs, decodeMsPerToken: decodeMsPerToken(result) } : {}),
       });
       // Its place is free: a request waiting for one takes it.

@@ -41,6 +41,33 @@ describe("PlacementTicket", () => {
     expect(held("w0", tokens)).toBe(30);
   });
 
+  it("finished with the answer's tokens held: the slot's report grows by them, so the next turn matches through the answer", () => {
+    const { scheduler, held } = setUp(["w0"]);
+    const tokens = prompt(8);
+    const answer = prompt(9, 40);
+    const ticket = scheduler.place({ modelId: "m", tokens, messageCount: 1 })!;
+    ticket.started(0);
+    ticket.finished({ ...outcome(tokens), heldAnswerTokens: answer });
+    // The next turn: the prompt, the answer sent back, a new message.
+    const nextTurn = [...tokens, ...answer, ...prompt(10, 20)];
+    expect(held("w0", nextTurn)).toBe(140);
+    // Without the answer's tokens only the prompt would match (what the tree knew before).
+    const other = prompt(11);
+    const second = scheduler.place({ modelId: "m", tokens: other, messageCount: 1 })!;
+    second.started(1);
+    second.finished(outcome(other));
+    expect(held("w0", [...other, ...answer])).toBe(100);
+  });
+
+  it("finished with part of the prompt lost: the answer's tokens are not added", () => {
+    const { scheduler, held } = setUp(["w0"]);
+    const tokens = prompt(12);
+    const ticket = scheduler.place({ modelId: "m", tokens, messageCount: 1 })!;
+    ticket.started(0);
+    ticket.finished({ ...outcome(tokens), heldPromptTokens: 60, heldAnswerTokens: prompt(13, 10) });
+    expect(held("w0", [...tokens, ...prompt(13, 10)])).toBe(60);
+  });
+
   it("finished twice releases the load once", () => {
     const { scheduler, inFlight } = setUp(["w0"]);
     const first = scheduler.place({ modelId: "m", tokens: prompt(3), messageCount: 1 })!;

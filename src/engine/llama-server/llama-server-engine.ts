@@ -225,6 +225,7 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
       completionTokens: end ? end.tokensPredicted : generated.length,
       slot,
       heldPromptTokens: end || firstPieceAt !== undefined ? tokens.length : 0,
+      ...(end || firstPieceAt !== undefined ? { heldAnswerTokens: generated.slice(0, -1) } : {}),
       queueMs: startedAt - queuedAt,
       prefillMs: (firstPieceAt ?? now) - startedAt,
       totalMs: now - queuedAt,

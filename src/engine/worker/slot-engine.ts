@@ -339,7 +339,7 @@ export class SlotEngine {
         ...(preparation.restoreFailed !== undefined ? { restoreFailed: preparation.restoreFailed } : {}),
         completionTokens,
         slot,
-        heldPromptTokens: commonPrefixLength(sequence.contextTokens, tokens),
+        ...heldTokensOf(sequence.contextTokens, tokens),
         queueMs: startedAt - queuedAt,
         prefillMs: (firstTokenAt ?? finishedAt) - startedAt,
         totalMs: finishedAt - queuedAt,
@@ -441,6 +441,13 @@ export class SlotEngine {
       release();
     }
   }
+}
+
+/** What a slot holding `held` (its sequence's tokens) keeps of a generation from `prompt`. */
+function heldTokensOf(held: readonly number[], prompt: readonly number[]): Pick<GenerationResult, "heldPromptTokens" | "heldAnswerTokens"> {
+  const heldPromptTokens = commonPrefixLength(held, prompt);
+  if (heldPromptTokens < prompt.length || held.length === prompt.length) return { heldPromptTokens };
+  return { heldPromptTokens, heldAnswerTokens: held.slice(prompt.length) };
 }
 
 /**
