@@ -1,7 +1,7 @@
 // The simulated worker: one card's slots and KV cells, the steps it runs (continuous batching
 // with chunked prefill, timed by the card's time model), and the real LocalScheduler and
 // shareBatch deciding which request takes a slot and what each step evaluates.
-import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
+import { commonPrefixLength, joinedTokens, type TokenIds } from "../../src/common/tokens.js";
 import { type BatchShare, evaluationPriorityOf, shareBatch } from "../../src/scheduler/batch-priority.js";
 import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
@@ -86,6 +86,8 @@ export interface Job {
   generated: number;
   startMs: number;
   firstTokenMs: number;
+  /** Once it ended: the answer's tokens its slot holds after the prompt (all generated but the last), when the workload knows them. */
+  heldAnswer?: number[];
 }
 
 interface BatchItem {
@@ -456,8 +458,17 @@ export class SimWorker {
   private finish(job: Job): void {
     const { slot } = job;
     this.running.splice(this.running.indexOf(job), 1);
-    // The slot keeps the prompt (the generated tokens are not counted as reusable).
-    this.setKv(slot, job.request.tokens.length);
+    // The slot keeps the prompt and the answer but its last token (sampled, never evaluated);
+    // where the workload does not know the answer's tokens, only the prompt counts as reusable.
+    const prompt = job.request.tokens;
+    const answer = job.request.answerTokens?.slice(0, Math.max(0, job.generated - 1));
+    if (answer !== undefined && answer.length > 0) {
+      job.heldAnswer = answer;
+      this.slotTokens[slot] = joinedTokens(prompt, answer);
+      this.setKv(slot, prompt.length + answer.length);
+    } else {
+      this.setKv(slot, prompt.length);
+    }
     this.granted[slot] = false;
     this.slotView[slot] = undefined;
     this.local.release(slot);

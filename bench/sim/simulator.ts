@@ -467,6 +467,7 @@ class Simulation implements WorkerHost {
       ttftMs: firstTokenMs - ticket.placedAt,
       prefillMs: job.firstTokenMs - job.startMs,
       ...(job.generated > 1 ? { decodeMsPerToken: (doneAt - job.firstTokenMs) / (job.generated - 1) } : {}),
+      ...(job.heldAnswer ? { heldAnswerTokens: job.heldAnswer } : {}),
     });
     this.records.push({
       index: request.index,

@@ -201,12 +201,14 @@ export function agentLoopRequests(options: AgentLoopOptions): WorkloadRequest[] 
         for (const id of own) tokens.push(id);
       });
       tokenizer.header("assistant", tokens);
+      const answer = tokenizer.answer(call.answer);
       const index = requests.length;
       requests.push({
         index,
         arrivalMs: startMs,
         tokens: exactTokens(tokens),
-        outputTokens: Math.max(1, tokenizer.answer(call.answer).length),
+        outputTokens: Math.max(1, answer.length),
+        answerTokens: answer,
         group: session,
         messageCount: call.messages.length,
         session,

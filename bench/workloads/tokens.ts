@@ -34,6 +34,11 @@ export interface WorkloadRequest {
   thinkMs?: number;
   /** The agent session the request belongs to. */
   session?: number;
+  /**
+   * The answer's tokens as the next turn sends them back (agent loops): a worker's slot holds
+   * them after the prompt once the request ends, and reports them. Absent: only the count is known.
+   */
+  answerTokens?: number[];
 }
 
 /** murmur3's 32-bit finaliser folded over the parts: a well-mixed 32-bit key. */

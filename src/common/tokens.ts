@@ -95,6 +95,14 @@ export function promptWithBos(tokens: TokenIds, bos: number | null): Int32Array 
   return out;
 }
 
+/** `tokens` then `more`, in one new Int32Array. */
+export function joinedTokens(tokens: TokenIds, more: TokenIds): Int32Array {
+  const joined = new Int32Array(tokens.length + more.length);
+  joined.set(tokens);
+  joined.set(more, tokens.length);
+  return joined;
+}
+
 /** `tokens` as a plain array (what llama.cpp's bindings and JSON bodies take): the array
  *  itself when it is one. */
 export function tokenArray(tokens: TokenIds): readonly number[] {

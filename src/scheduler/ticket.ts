@@ -2,7 +2,7 @@
 // token -> finished, or lost with its worker. Serving, the simulator, the benchmarks and the
 // tests all drive a request through this one object instead of re-writing the sequence of
 // scheduler calls.
-import type { TokenIds } from "../common/tokens.js";
+import { joinedTokens, type TokenIds } from "../common/tokens.js";
 import type { InFlightHandle } from "./radix/types.js";
 import type { Placement, PlacementRequest, RequestOutcome } from "./types.js";
 
@@ -89,7 +89,7 @@ export class PlacementTicket {
     const held = outcome.heldPromptTokens ?? prompt.length;
     const answer = outcome.heldAnswerTokens;
     if (held < prompt.length) this.book.slotHolds(this.workerId, this.slot, prompt.slice(0, held));
-    else if (answer !== undefined && answer.length > 0) this.book.slotHolds(this.workerId, this.slot, followedBy(prompt, answer));
+    else if (answer !== undefined && answer.length > 0) this.book.slotHolds(this.workerId, this.slot, joinedTokens(prompt, answer));
   }
 
   /** Its worker died with the request on it: the worker is demoted at once (the fleet restarts it). Call finished() after. */
@@ -97,12 +97,4 @@ export class PlacementTicket {
     this.lost = true;
     this.book.workerDown(this.workerId);
   }
-}
-
-/** `tokens` then `more`, in one new array. */
-function followedBy(tokens: TokenIds, more: TokenIds): Int32Array {
-  const joined = new Int32Array(tokens.length + more.length);
-  joined.set(tokens);
-  joined.set(more, tokens.length);
-  return joined;
 }

@@ -157,6 +157,29 @@ describe("simulator: agent loops, spread vs pin", () => {
   });
 });
 
+describe("simulator: an answer stays in its slot, as on the real worker", () => {
+  // A short question, a long answer the workload knows (300 tokens), then the next turn: the
+  // question, the answer sent back and 50 tokens more.
+  const first = ids(8, 100);
+  const answer = ids(9, 300);
+  const loop = (known: boolean) => [
+    request(0, 0, first, answer.length, { messageCount: 2, session: 0, ...(known ? { answerTokens: answer } : {}) }),
+    request(1, 0, [...first, ...answer, ...ids(10, 50)], 4, { messageCount: 4, session: 0, after: 0, thinkMs: 100 }),
+  ];
+
+  it("the next turn reuses the answer but its last token, and preble's tree knows the slot holds it", async () => {
+    const known = await run(loop(true), "preble");
+    // The slot holds the prompt and 299 of the 300 generated tokens (the last is sampled, never
+    // evaluated); the tree matched them too, so E2 exploits (399 cached against 51 to compute).
+    expect(known.records[1]).toMatchObject({ workerId: known.records[0]!.workerId, reason: "exploit", cachedTokens: 399 });
+    // Where the workload knows only the answer's length, the tree matches the first prompt
+    // alone (100 against 350 to compute): preble explores, and the slot reuses the prompt at most.
+    const counted = await run(loop(false), "preble");
+    expect(counted.records[1]!.reason).toBe("explore");
+    expect(counted.records[1]!.cachedTokens).toBeLessThanOrEqual(100);
+  });
+});
+
 describe("simulator: determinism and per-request verdicts", () => {
   const spec: WorkerSpec = {
     ...TINY,

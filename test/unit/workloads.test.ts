@@ -25,7 +25,8 @@ function take(requests: Iterator<WorkloadRequest>, count: number): WorkloadReque
 }
 
 /** Everything but the token ids: what a seed alone decides. */
-const shape = (request: WorkloadRequest) => ({ ...request, tokens: request.tokens.length });
+/** A request with its token ids replaced by their counts: what two salts share. */
+const shape = (request: WorkloadRequest) => ({ ...request, tokens: request.tokens.length, answerTokens: request.answerTokens?.length });
 
 describe("toolbenchZipf", () => {
   const small = { prefixes: 20, prefixTokens: 100, suffixTokens: 10 };
@@ -161,16 +162,18 @@ describe("agent loops (ToolBench + SWE-agent transcripts)", () => {
     expect(agentLoopRequests({ seed: 9, salt: 1, sessions: 20 }).map(shape)).not.toEqual(a.map(shape));
   });
 
-  it("each turn of a session re-sends the previous turn as a strict token prefix (where the transcript re-sends its history)", () => {
+  it("each turn of a session re-sends the previous turn and its answer as a strict token prefix (where the transcript re-sends its history)", () => {
     const requests = agentLoopRequests({ seed: 5, salt: 6, sessions: 80 });
     let strict = 0;
     let rewritten = 0;
     for (const request of requests) {
+      expect(request.answerTokens?.length).toBe(request.outputTokens);
       if (request.after === undefined) continue;
       const previous = requests[request.after]!;
       expect(previous.session).toBe(request.session);
-      const shared = commonPrefixLength(previous.tokens, request.tokens);
-      if (shared === previous.tokens.length && request.tokens.length > shared) strict++;
+      const turn = [...previous.tokens, ...previous.answerTokens!];
+      const shared = commonPrefixLength(turn, request.tokens);
+      if (shared === turn.length && request.tokens.length > shared) strict++;
       else rewritten++;
     }
     // Only ToolBench's DFS retries rewrite history (a dropped "not the first time" message).
@@ -181,8 +184,9 @@ describe("agent loops (ToolBench + SWE-agent transcripts)", () => {
       for (const request of own) {
         if (request.after === undefined) continue;
         const previous = own[request.after]!;
-        expect(commonPrefixLength(previous.tokens, request.tokens)).toBe(previous.tokens.length);
-        expect(request.tokens.length).toBeGreaterThan(previous.tokens.length);
+        const turn = [...previous.tokens, ...previous.answerTokens!];
+        expect(commonPrefixLength(turn, request.tokens)).toBe(turn.length);
+        expect(request.tokens.length).toBeGreaterThan(turn.length);
       }
     }
   });
