@@ -46,6 +46,10 @@ interface Served {
   worker: string;
   cachedTokens: number;
   content: string;
+  promptTokens: number;
+  completionTokens: number;
+  /** The prompt tokens the router's tree found on a host when it placed the request. */
+  matchedTokens: number;
 }
 
 async function chat(router: TestServer, messages: { role: string; content: string }[], headers: Record<string, string> = {}): Promise<Served> {
@@ -55,11 +59,14 @@ async function chat(router: TestServer, messages: { role: string; content: strin
     body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 12, temperature: 0 }),
   });
   expect(response.status).toBe(200);
-  const body = (await response.json()) as { choices: { message: { content: string } }[] };
+  const body = (await response.json()) as { choices: { message: { content: string } }[]; usage: { prompt_tokens: number; completion_tokens: number } };
   return {
     worker: response.headers.get("x-radixgate-worker")!,
     cachedTokens: Number(response.headers.get("x-radixgate-cached-tokens")),
     content: body.choices[0]!.message.content,
+    promptTokens: body.usage.prompt_tokens,
+    completionTokens: body.usage.completion_tokens,
+    matchedTokens: Number(/matched=(\d+)/.exec(response.headers.get("x-radixgate-placement") ?? "")?.[1]),
   };
 }
 
@@ -137,9 +144,18 @@ describe("routers in front of Radixgate hosts", () => {
       );
       expect(known).toBeGreaterThanOrEqual(200);
       const next = [...messages, { role: "assistant", content: turn1.content }, { role: "user", content: "And after that?" }];
+      // The host reports the first answer's tokens with the prompt, and its events carry them:
+      // the second router matches through the answer.
+      await until(
+        async () => treeTokens(second)[turn1.worker] ?? 0,
+        (tokens) => tokens >= turn1.promptTokens + turn1.completionTokens - 1,
+      );
       const turn2 = await chat(second, next);
       expect(turn2.worker).toBe(turn1.worker);
       expect(turn2.cachedTokens).toBeGreaterThanOrEqual(200);
+      // (The answer's last token is sampled, never evaluated: completion_tokens - 1 of it are held.)
+      expect(turn2.matchedTokens).toBeGreaterThanOrEqual(turn1.promptTokens + turn1.completionTokens - 1);
+      expect(turn2.cachedTokens).toBeGreaterThanOrEqual(turn1.promptTokens + turn1.completionTokens - 1);
       conversations.push({ messages: [...next, { role: "assistant", content: turn2.content }], worker: turn1.worker });
     }
   });
