@@ -465,10 +465,8 @@ export class SimWorker {
     if (answer !== undefined && answer.length > 0) {
       job.heldAnswer = answer;
       this.slotTokens[slot] = joinedTokens(prompt, answer);
-      this.setKv(slot, prompt.length + answer.length);
-    } else {
-      this.setKv(slot, prompt.length);
     }
+    this.setKv(slot, prompt.length + (job.heldAnswer?.length ?? 0));
     this.granted[slot] = false;
     this.slotView[slot] = undefined;
     this.local.release(slot);

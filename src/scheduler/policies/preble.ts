@@ -110,7 +110,7 @@ class TtftHistory {
       this.sums.push(this.sums[this.sums.length - 1]! + ttftMs);
     } else {
       // Out of order (a clock that went back): slot it in after its equals, redo the sums after it.
-      const i = this.firstAfter(at);
+      const i = this.firstPast(at, false);
       const ttfts = [ttftMs];
       for (let k = i; k < times.length; k++) ttfts.push(this.sums[k + 1]! - this.sums[k]!);
       times.splice(i, 0, at);
@@ -130,17 +130,9 @@ class TtftHistory {
     }
   }
 
-  /** Index of the first live sample at or after `time` (binary search). */
+  /** Index of the first live sample at or after `time`. */
   firstAt(time: number): number {
-    const times = this.at;
-    let lo = this.head;
-    let hi = times.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (times[mid]! < time) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return this.firstPast(time, true);
   }
 
   /** TTFT sum of samples [i, j). */
@@ -148,13 +140,15 @@ class TtftHistory {
     return this.sums[j]! - this.sums[i]!;
   }
 
-  private firstAfter(time: number): number {
+  /** Index of the first live sample after `time`, or at it when `orAt` (binary search). */
+  private firstPast(time: number, orAt: boolean): number {
     const times = this.at;
     let lo = this.head;
     let hi = times.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (times[mid]! <= time) lo = mid + 1;
+      const t = times[mid]!;
+      if (t < time || (!orAt && t === time)) lo = mid + 1;
       else hi = mid;
     }
     return lo;
