@@ -12,11 +12,11 @@
 // node-llama-cpp's class is untouched) with one that decodes a batch of at most `maxTokens`
 // on the calling thread through the llama-context addon, and hands larger ones (prompt
 // evaluation, hundreds of milliseconds on a CPU) to node-llama-cpp's own path, so that the
-// worker's thread stays free for the host's messages while a prompt is evaluated. Each
-// inline step first lets the event loop turn once (setImmediate), as it did while the
-// step ran elsewhere: messages from the host (a new request, a cancellation) are taken
-// between steps, never starved by a generation that would otherwise run in promise
-// callbacks from step to step.
+// worker's thread stays free for the host's messages while a prompt is evaluated. The
+// event loop turns once before every batch is formed (the batch gate, batch-gate.ts), so
+// messages from the host (a new request, a cancellation) are taken between steps, never
+// starved by a generation that would otherwise run in promise callbacks from step to step;
+// the step itself then decodes at once.
 //
 // Without the addon (not built: scripts/build-native.mjs says why), or with
 // RADIXGATE_NO_INLINE_DECODE=1, every batch takes node-llama-cpp's path, and the worker says
@@ -66,16 +66,12 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
       return handOff();
     }
     steps.inline++;
-    return new Promise<void>((resolve, reject) =>
-      setImmediate(() => {
-        try {
-          addon.decode(decoder);
-          resolve();
-        } catch (error) {
-          reject(error);
-        }
-      }),
-    );
+    try {
+      addon.decode(decoder);
+      return Promise.resolve();
+    } catch (error) {
+      return Promise.reject(error);
+    }
   };
   // The class's methods are read-only properties of its prototype: define this object's own.
   Object.defineProperty(addonContext, "decodeBatch", { value: decodeBatch, configurable: true });
