@@ -27,6 +27,7 @@ import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../../src/engine/host/nati
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
 import { type ProcessCpu, processCpu } from "./process-cpu.js";
 import { percentile } from "../soak/stats.js";
+import { isWeightType, presetInWeights, WEIGHT_TYPES } from "./weights.js";
 import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
 
 const { values } = parseArgs({
@@ -39,10 +40,16 @@ const { values } = parseArgs({
     "llama-server": { type: "string" },
     quick: { type: "boolean", default: false },
     results: { type: "string", default: "peer" },
+    weights: { type: "string", default: "F32" },
   },
 });
 const RESULTS = values.results;
 if (!/^[a-z0-9-]+$/.test(RESULTS)) throw new RangeError("--results: a file name stem of lowercase letters, digits and dashes (bench/results/<stem>.md)");
+const WEIGHTS = values.weights;
+if (!isWeightType(WEIGHTS))
+  throw new RangeError(
+    `--weights: ${WEIGHTS} is not one of ${WEIGHT_TYPES.join(", ")} (F32: the bench preset as written; the others converted from it by llama-quantize)`,
+  );
 const SLOTS = Number(values.slots);
 const THREADS = Number(values.threads);
 const quick = values.quick;
@@ -225,7 +232,7 @@ function decodeCpuOf(before: ProcessCpu | undefined, after: ProcessCpu | undefin
 const started = Date.now();
 const cpuAtStart = process.cpuUsage();
 const loadAtStart = loadavg()[0]!;
-const modelPath = await ensureModel("bench");
+const modelPath = await presetInWeights(await ensureModel("bench"), WEIGHTS, log);
 const binary = await findOrBuildLlamaServer(values["llama-server"], log);
 const salt = `peer run ${new Date().toISOString()} ${Math.random().toString(16).slice(2)}`;
 const half = (n: number) => Math.max(1, Math.floor(n / 2));
@@ -400,11 +407,11 @@ try {
 const wallS = (Date.now() - started) / 1000;
 const report = {
   ...runIdentity(["src", "bench", "patches", "package.json", "package-lock.json"]),
-  command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}${RESULTS === "peer" ? "" : ` --results ${RESULTS}`}`,
+  command: `npm run bench:peer -- --slots ${SLOTS} --threads ${THREADS} --mix-seconds ${MIX_SECONDS} --mix-rate ${MIX_RATE} --seed ${SEED}${quick ? " --quick" : ""}${WEIGHTS === "F32" ? "" : ` --weights ${WEIGHTS}`}${RESULTS === "peer" ? "" : ` --results ${RESULTS}`}`,
   // What each Radixgate arm's workers really loaded (their /health): prebuilt or localBuild.
   armBinaries: Object.fromEntries([...results.values()].filter((r) => r.binaries).map((r) => [r.arm, [...new Set(r.binaries)].join(", ")])),
   llamaServer: binary,
-  model: "preset:bench (25.2M parameters, seed 1), CPU",
+  model: `preset:bench (25.2M parameters, seed 1), ${WEIGHTS === "F32" ? "F32 weights as written" : `${WEIGHTS} weights (llama-quantize of the same build as llama-server)`}, CPU`,
   settings: {
     slots: SLOTS,
     threads: THREADS,

@@ -75,9 +75,10 @@ export async function findOrBuildLlamaServer(explicit: string | undefined, onPro
 /**
  * Another program of the same cached build, made now when missing: `llama-batched-bench`,
  * llama.cpp's own decode loop, is what `npm run bench:engine-loop` measures node-llama-cpp's
- * loop against. Once llama-server is built it shares every library and takes seconds.
+ * loop against; `llama-quantize` converts the bench preset's weights for `npm run bench:peer
+ * -- --weights`. Once llama-server is built they share every library and take seconds.
  */
-export async function findOrBuildLlamaCppTool(target: "llama-batched-bench", onProgress: (line: string) => void): Promise<string> {
+export async function findOrBuildLlamaCppTool(target: "llama-batched-bench" | "llama-quantize", onProgress: (line: string) => void): Promise<string> {
   return findOrBuildTarget(target, "seconds once llama-server is built, about 20 minutes before", onProgress);
 }
 
