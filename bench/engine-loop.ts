@@ -29,14 +29,17 @@ import { type BatchedBenchRow, runBatchedBench } from "./batched-bench.js";
 import { runIdentity } from "./git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../src/engine/host/native-build.js";
 import { percentile } from "./soak/stats.js";
+import { presetInWeights, weightTypeArgument } from "./weights.js";
 
 const { values } = parseArgs({
   options: {
     threads: { type: "string", default: "1,2" },
     repeats: { type: "string", default: "3" },
     child: { type: "string" },
+    weights: { type: "string", default: "F32" },
   },
 });
+const WEIGHTS = weightTypeArgument(values.weights);
 const SLOTS = 4;
 const TOKENS = 150;
 const CONTEXT_PER_SLOT = 4096;
@@ -62,7 +65,8 @@ interface Measured {
 async function child(threads: number): Promise<Measured> {
   // loadLlama: a child asked for the build made here never falls back to the prebuilt binary.
   const llama = await loadLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.warn });
-  const model = await llama.loadModel({ modelPath: await ensureModel("bench") });
+  // The parent converted the weights before it started the children.
+  const model = await llama.loadModel({ modelPath: await presetInWeights(await ensureModel("bench"), WEIGHTS, () => {}) });
   const {
     context,
     sequences,
@@ -119,10 +123,12 @@ const builds: { name: string; env: Record<string, string> }[] = [
   { name: "prebuilt", env: {} },
   // Every batch through node-llama-cpp's async decode: what decoding on the worker's thread gains.
   { name: "prebuilt, no inline decode", env: { RADIXGATE_NO_INLINE_DECODE: "1" } },
+  // Decoded inline, each token sampled through node-llama-cpp's async call: what sampling on the worker's thread gains.
+  { name: "prebuilt, no inline sampling", env: { RADIXGATE_NO_INLINE_SAMPLE: "1" } },
   ...(nativeBuildPresent() ? [{ name: "built here (npm run build:engine-native)", env: { ...NATIVE_BUILD_ENV } }] : []),
 ];
 const referenceBinary = await findOrBuildLlamaCppTool("llama-batched-bench", (line) => process.stderr.write(`${line}\n`));
-const modelPath = await ensureModel("bench");
+const modelPath = await presetInWeights(await ensureModel("bench"), WEIGHTS, (line) => process.stderr.write(`${line}\n`));
 const runs: (Measured & { build: string })[] = [];
 /** llama.cpp's own loop at each thread count: every repeat's rows. */
 const references: { threads: number; repeats: BatchedBenchRow[][] }[] = [];
@@ -146,11 +152,15 @@ for (const threads of values.threads.split(",").map(Number)) {
   const before = Math.ceil(REPEATS / 2);
   for (let repeat = 0; repeat < before; repeat++) runReference();
   for (const build of builds) {
-    const out = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--child", String(threads), "--repeats", String(REPEATS)], {
-      env: { ...process.env, ...build.env },
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const out = spawnSync(
+      process.execPath,
+      ["--import", "tsx", fileURLToPath(import.meta.url), "--child", String(threads), "--repeats", String(REPEATS), "--weights", WEIGHTS],
+      {
+        env: { ...process.env, ...build.env },
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
     if (out.status !== 0) throw new Error(`${build.name}, ${threads} threads: the child exited with ${out.status}`);
     const measured = JSON.parse(out.stdout.trim().split("\n").at(-1)!) as Measured;
     runs.push({ ...measured, build: build.name });
@@ -169,8 +179,8 @@ function referenceTokensPerS(threads: number, sequences: number): number {
 
 const report = {
   ...runIdentity(["src", "bench", "patches", "package.json", "package-lock.json"]),
-  command: `npm run bench:engine-loop -- --threads ${values.threads} --repeats ${REPEATS}`,
-  settings: { slots: SLOTS, tokens: TOKENS, placements: PLACEMENTS, repeats: REPEATS, model: "preset:bench", flashAttention: "auto" },
+  command: `npm run bench:engine-loop -- --threads ${values.threads} --repeats ${REPEATS}${WEIGHTS === "F32" ? "" : ` --weights ${WEIGHTS}`}`,
+  settings: { slots: SLOTS, tokens: TOKENS, placements: PLACEMENTS, repeats: REPEATS, model: "preset:bench", weights: WEIGHTS, flashAttention: "auto" },
   machineLoad: { loadAverage1mAtStart: loadAtStart, loadAverage1mAtEnd: loadavg()[0]!, wallS: (Date.now() - started) / 1000 },
   runs,
   reference: { tool: "llama-batched-bench", binary: referenceBinary, promptTokens: REFERENCE_PROMPT_TOKENS, byThreads: references },
@@ -179,7 +189,7 @@ const lines = [
   "# node-llama-cpp's decode loop as a worker drives it, nothing around it",
   "",
   `Commit ${report.commit}, ${report.date}. Machine: ${report.machine}, Node ${report.node}. Command: \`${report.command}\`. ` +
-    `One context of ${SLOTS} sequences on the \`bench\` model with the worker's batch gate, batch sharing and compute thread pool; no host, HTTP or streaming. ` +
+    `One context of ${SLOTS} sequences on the \`bench\` model (${WEIGHTS === "F32" ? "F32 weights, as written" : `${WEIGHTS} weights, converted by llama-quantize`}) with the worker's batch gate, batch sharing and compute thread pool; no host, HTTP or streaming. ` +
     `${TOKENS} greedy tokens in each listed slot at once; medians of ${REPEATS} repeats (wall ms per step includes the prompt's step and sampling). ` +
     `Load average (1 min) ${loadAtStart.toFixed(1)} at start, ${report.machineLoad.loadAverage1mAtEnd.toFixed(1)} at end; ${report.machineLoad.wallS.toFixed(0)} s in all.`,
   "",
@@ -218,6 +228,7 @@ const lines = [
   "",
 ];
 mkdirSync(fileURLToPath(new URL("results", import.meta.url)), { recursive: true });
-writeFileSync(fileURLToPath(new URL("results/engine-loop.json", import.meta.url)), `${JSON.stringify(report, null, 2)}\n`);
-writeFileSync(fileURLToPath(new URL("results/engine-loop.md", import.meta.url)), lines.join("\n"));
+const stem = WEIGHTS === "F32" ? "engine-loop" : `engine-loop-${WEIGHTS.toLowerCase()}`;
+writeFileSync(fileURLToPath(new URL(`results/${stem}.json`, import.meta.url)), `${JSON.stringify(report, null, 2)}\n`);
+writeFileSync(fileURLToPath(new URL(`results/${stem}.md`, import.meta.url)), lines.join("\n"));
 console.log(lines.join("\n"));

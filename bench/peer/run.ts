@@ -27,7 +27,7 @@ import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../../src/engine/host/nati
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
 import { type ProcessCpu, processCpu } from "./process-cpu.js";
 import { percentile } from "../soak/stats.js";
-import { isWeightType, presetInWeights, WEIGHT_TYPES } from "./weights.js";
+import { presetInWeights, weightTypeArgument } from "../weights.js";
 import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
 
 const { values } = parseArgs({
@@ -45,11 +45,7 @@ const { values } = parseArgs({
 });
 const RESULTS = values.results;
 if (!/^[a-z0-9-]+$/.test(RESULTS)) throw new RangeError("--results: a file name stem of lowercase letters, digits and dashes (bench/results/<stem>.md)");
-const WEIGHTS = values.weights;
-if (!isWeightType(WEIGHTS))
-  throw new RangeError(
-    `--weights: ${WEIGHTS} is not one of ${WEIGHT_TYPES.join(", ")} (F32: the bench preset as written; the others converted from it by llama-quantize)`,
-  );
+const WEIGHTS = weightTypeArgument(values.weights);
 const SLOTS = Number(values.slots);
 const THREADS = Number(values.threads);
 const quick = values.quick;

@@ -116,4 +116,17 @@ inline ContextLookup LookUpContext(napi_env env, napi_value value) {
   return found;
 }
 
+// LookUpContext on a function's first argument; `call` names the function for the error.
+inline ContextLookup ContextArgument(napi_env env, napi_callback_info info, const char* call) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  if (argc < 1) {
+    ContextLookup missing;
+    missing.problem = std::string(call) + "(context): one argument expected";
+    return missing;
+  }
+  return LookUpContext(env, argv[0]);
+}
+
 }  // namespace llama_context_addon

@@ -32,11 +32,7 @@ struct Decoder {
 };
 
 napi_value InlineDecoder(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  if (argc < 1) return Fail(env, "inlineDecoder(context): one argument expected");
-  ContextLookup found = LookUpContext(env, argv[0]);
+  ContextLookup found = ContextArgument(env, info, "inlineDecoder");
   if (found.context == nullptr) return Fail(env, found.problem);
   auto decode = Symbol<decltype(&llama_decode)>(found.library, "llama_decode");
   auto synchronize = Symbol<decltype(&llama_synchronize)>(found.library, "llama_synchronize");

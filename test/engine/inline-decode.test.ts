@@ -31,6 +31,8 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
     expect(inline).toBeGreaterThanOrEqual(39);
     // The prompt (more tokens than slots) went through node-llama-cpp's own decode.
     expect(steps - inline).toBeGreaterThanOrEqual(1);
+    // Each generated token was sampled on the worker's thread too.
+    expect(after.inlineSamples! - before.inlineSamples!).toBe(40);
   });
 });
 
@@ -57,12 +59,14 @@ describe("inline decode in one context", () => {
       delete process.env.RADIXGATE_NO_INLINE_DECODE;
     }
   };
-  const greedy = async (sequence: { evaluate: (tokens: Token[], options: { temperature: number }) => AsyncGenerator<Token> }, count: number) => {
+  type Sampling = { temperature: number; seed?: number; topP?: number; topK?: number };
+  const sampled = async (sequence: { evaluate: (tokens: Token[], options: Sampling) => AsyncGenerator<Token> }, count: number, sampling: Sampling) => {
     const out: Token[] = [];
     const prompt = model.tokenize("Once upon a time, a small robot") as Token[];
-    for await (const token of sequence.evaluate(prompt, { temperature: 0 })) if (out.push(token) >= count) break;
+    for await (const token of sequence.evaluate(prompt, sampling)) if (out.push(token) >= count) break;
     return out;
   };
+  const greedy = (sequence: Parameters<typeof sampled>[0], count: number) => sampled(sequence, count, { temperature: 0 });
 
   it("gives the same tokens as node-llama-cpp's async decode, which RADIXGATE_NO_INLINE_DECODE=1 keeps", async () => {
     const inline = await open();
@@ -75,7 +79,27 @@ describe("inline decode in one context", () => {
       expect(a).toEqual(b);
       expect(inline.inlineDecode.steps.inline).toBeGreaterThanOrEqual(29);
       expect(inline.inlineDecode.steps.handedOff).toBeGreaterThanOrEqual(1);
-      expect(offloaded.inlineDecode.steps).toEqual({ inline: 0, handedOff: 0 });
+      expect(inline.inlineDecode.samplesInline).toBe(true);
+      expect(inline.inlineDecode.steps.sampled).toBe(30);
+      expect(offloaded.inlineDecode.steps).toEqual({ inline: 0, handedOff: 0, sampled: 0 });
+    } finally {
+      await inline.context.dispose();
+      await offloaded.context.dispose();
+    }
+  });
+
+  it("samples on its thread what node-llama-cpp's own sampling picks: seeded temperature, top-p and top-k", async () => {
+    const inline = await open();
+    const offloaded = await open("1");
+    try {
+      const sampling = { temperature: 0.9, seed: 7, topP: 0.9, topK: 20 };
+      const a = await sampled(inline.sequences[0]!, 40, sampling);
+      const b = await sampled(offloaded.sequences[0]!, 40, sampling);
+      expect(a).toEqual(b);
+      // A random model at this temperature does not repeat one token: the seed drove the picks.
+      expect(new Set(a).size).toBeGreaterThan(5);
+      expect(inline.inlineDecode.steps.sampled).toBe(40);
+      expect(offloaded.inlineDecode.steps.sampled).toBe(0);
     } finally {
       await inline.context.dispose();
       await offloaded.context.dispose();
@@ -111,5 +135,7 @@ describe("the addon's inline decoder", () => {
     expect(() => addon.inlineDecoder(undefined)).toThrow(/not a node-llama-cpp context/);
     expect(() => addon.decode({})).toThrow(/not a decoder handle/);
     expect(() => addon.batchTokens(undefined)).toThrow(/not a decoder handle/);
+    expect(() => addon.inlineSampler!({})).toThrow(/not a node-llama-cpp context: the object wraps nothing/);
+    expect(() => addon.sample({}, 0, {})).toThrow(/not a sampler handle/);
   });
 });

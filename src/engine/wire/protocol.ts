@@ -149,6 +149,8 @@ export interface WorkerStats {
   prefillTokens: number;
   /** Of the steps, those decoded on the worker's own thread (the embedded engine's generation steps: worker/inline-decode.ts). */
   inlineSteps?: number;
+  /** Generated tokens sampled on the worker's own thread (worker/inline-decode.ts). */
+  inlineSamples?: number;
   /** Times the embedded engine's batch gate woke on its own to let a held step go (worker/batch-gate.ts): a sequence late past its wait limit; rare, never one per step. */
   gateWakeups?: number;
   /** KV states in the worker's store, and their bytes. */

@@ -1,6 +1,6 @@
 // The llama-context addon (native/llama-context, built by scripts/build-native.mjs): what
 // Radixgate adds to a node-llama-cpp context from native code, its compute thread pool
-// (compute-pool.ts) and decoding on the worker's own thread (inline-decode.ts). Loaded once
+// (compute-pool.ts) and decoding and sampling on the worker's own thread (inline-decode.ts). Loaded once
 // per thread or process, only when it was built for the installed node-llama-cpp and this
 // Node; otherwise the reason, for the worker to report.
 import { existsSync, readFileSync } from "node:fs";
@@ -20,6 +20,10 @@ export interface ContextAddon {
   batchTokens(decoder: unknown): number;
   /** Decodes that batch now; throws with the message node-llama-cpp's decodeBatch() rejects with. */
   decode(decoder: unknown): void;
+  /** A handle that samples the context's tokens on the calling thread (absent from an addon built before it). */
+  inlineSampler?(addonContext: unknown): unknown;
+  /** The token node-llama-cpp's sampler object picks from the logits at `batchLogitIndex`, accepted into its state; -1 when none. */
+  sample(sampler: unknown, batchLogitIndex: number, addonSampler: unknown): number;
 }
 
 interface AddonManifest {

@@ -18,6 +18,13 @@
 // starved by a generation that would otherwise run in promise callbacks from step to step;
 // the step itself then decodes at once.
 //
+// Each generating sequence's token is sampled on the worker's thread too (inline-sample.cpp
+// of the addon: node-llama-cpp's own sampler calls, made here instead of on libuv's pool),
+// unless the request asked for the candidates' probabilities, which node-llama-cpp's call
+// returns. node-llama-cpp awaits every sampling of a step before it releases the context
+// lock, so the logits a sampling reads are never overwritten meanwhile, on either path.
+// RADIXGATE_NO_INLINE_SAMPLE=1 keeps node-llama-cpp's sampling (decoding stays inline).
+//
 // Without the addon (not built: scripts/build-native.mjs says why), or with
 // RADIXGATE_NO_INLINE_DECODE=1, every batch takes node-llama-cpp's path, and the worker says
 // why. To drop this when node-llama-cpp decodes on the calling thread itself: delete this
@@ -30,13 +37,17 @@ export interface InlineDecode {
   readonly on: boolean;
   /** Why not, when they are not. */
   readonly reason?: string;
-  /** Batches decoded on the worker's thread so far, and handed to node-llama-cpp's path. */
-  readonly steps: { inline: number; handedOff: number };
+  /** Whether generated tokens are sampled on the worker's thread too (an addon built before
+   *  that part existed decodes inline but samples on node-llama-cpp's path). */
+  readonly samplesInline: boolean;
+  /** Batches decoded on the worker's thread so far, and handed to node-llama-cpp's path; tokens sampled on the worker's thread. */
+  readonly steps: { inline: number; handedOff: number; sampled: number };
 }
 
 /** node-llama-cpp's native context object: the one method this replaces. */
 interface AddonContextObject {
   decodeBatch(): Promise<void>;
+  sampleToken(batchLogitIndex: number, sampler: unknown, ...wants: boolean[]): Promise<unknown>;
 }
 
 /**
@@ -45,10 +56,10 @@ interface AddonContextObject {
  * once, right after the context is created.
  */
 export function decodeStepsInline(context: LlamaContext, maxTokens: number): InlineDecode {
-  const steps = { inline: 0, handedOff: 0 };
-  if (process.env.RADIXGATE_NO_INLINE_DECODE === "1") return { on: false, reason: "RADIXGATE_NO_INLINE_DECODE=1", steps };
+  const steps = { inline: 0, handedOff: 0, sampled: 0 };
+  if (process.env.RADIXGATE_NO_INLINE_DECODE === "1") return { on: false, samplesInline: false, reason: "RADIXGATE_NO_INLINE_DECODE=1", steps };
   const found = contextAddon();
-  if ("problem" in found) return { on: false, reason: found.problem, steps };
+  if ("problem" in found) return { on: false, samplesInline: false, reason: found.problem, steps };
   const { addon } = found;
   // node-llama-cpp keeps its native context object here (a private field of 3.21.1's
   // LlamaContext; the addon checks that the object is node-llama-cpp's before using it).
@@ -57,7 +68,7 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
   try {
     decoder = addon.inlineDecoder(addonContext);
   } catch (error) {
-    return { on: false, reason: (error as Error).message, steps };
+    return { on: false, samplesInline: false, reason: (error as Error).message, steps };
   }
   const handOff = addonContext.decodeBatch.bind(addonContext);
   const decodeBatch = (): Promise<void> => {
@@ -75,5 +86,32 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
   };
   // The class's methods are read-only properties of its prototype: define this object's own.
   Object.defineProperty(addonContext, "decodeBatch", { value: decodeBatch, configurable: true });
-  return { on: true, steps };
+  return { on: true, samplesInline: sampleInline(addonContext, steps), steps };
+}
+
+/** Makes the context sample plain tokens on the calling thread; false when the addon cannot. */
+function sampleInline(addonContext: AddonContextObject, steps: { sampled: number }): boolean {
+  const found = contextAddon();
+  if ("problem" in found) return false;
+  const { addon } = found;
+  if (addon.inlineSampler === undefined || process.env.RADIXGATE_NO_INLINE_SAMPLE === "1") return false;
+  let sampler: unknown;
+  try {
+    sampler = addon.inlineSampler(addonContext);
+  } catch {
+    return false;
+  }
+  const sampleOnPool = addonContext.sampleToken.bind(addonContext);
+  const sampleToken = (batchLogitIndex: number, addonSampler: unknown, ...wants: boolean[]): Promise<unknown> => {
+    // Probabilities or confidence asked for: node-llama-cpp's call returns them with the token.
+    if (wants.length > 0) return sampleOnPool(batchLogitIndex, addonSampler, ...wants);
+    steps.sampled++;
+    try {
+      return Promise.resolve(addon.sample(sampler, batchLogitIndex, addonSampler));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+  Object.defineProperty(addonContext, "sampleToken", { value: sampleToken, configurable: true });
+  return true;
 }

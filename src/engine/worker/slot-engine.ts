@@ -176,6 +176,7 @@ export class SlotEngine {
     return {
       ...this.batches,
       inlineSteps: this.inlineDecode.steps.inline,
+      inlineSamples: this.inlineDecode.steps.sampled,
       gateWakeups: this.gate.wakeups,
       storedStates: this.store.size,
       storedBytes: this.store.bytes,

@@ -6,14 +6,19 @@
 // the llama-server peer, so every arm reads the very same file.
 import { spawnSync } from "node:child_process";
 import { existsSync, renameSync, rmSync, statSync } from "node:fs";
-import { findOrBuildLlamaCppTool } from "../../src/engine/llama-server/binary.js";
+import { findOrBuildLlamaCppTool } from "../src/engine/llama-server/binary.js";
 
 /** `F32` is the preset as written; the others are made from it by llama-quantize. */
 export const WEIGHT_TYPES = ["F32", "F16", "Q8_0", "Q4_0"] as const;
 export type WeightType = (typeof WEIGHT_TYPES)[number];
 
-export function isWeightType(value: string): value is WeightType {
-  return (WEIGHT_TYPES as readonly string[]).includes(value);
+/** The `--weights` argument of a bench, checked. */
+export function weightTypeArgument(value: string): WeightType {
+  if (!(WEIGHT_TYPES as readonly string[]).includes(value))
+    throw new RangeError(
+      `--weights: ${value} is not one of ${WEIGHT_TYPES.join(", ")} (F32: the bench preset as written; the others converted from it by llama-quantize)`,
+    );
+  return value as WeightType;
 }
 
 /** The preset at `presetPath` in `type` weights: the preset itself for F32, else a converted
