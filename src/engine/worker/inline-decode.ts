@@ -13,10 +13,14 @@
 // on the calling thread through the llama-context addon, and hands larger ones (prompt
 // evaluation, hundreds of milliseconds on a CPU) to node-llama-cpp's own path, so that the
 // worker's thread stays free for the host's messages while a prompt is evaluated. The
-// event loop turns once before every batch is formed (the batch gate, batch-gate.ts), so
-// messages from the host (a new request, a cancellation) are taken between steps, never
-// starved by a generation that would otherwise run in promise callbacks from step to step;
-// the step itself then decodes at once.
+// event loop turns once before a batch the gate holds is formed (batch-gate.ts), so a new
+// request read there joins it. But when every sequence of the context has queued,
+// node-llama-cpp dispatches at once without asking the gate (`_scheduleDecode` in
+// LlamaContext.js), and with the step decoded and its tokens sampled on this thread the
+// generation would then run from step to step in promise callbacks and never read a message:
+// a request past its deadline was never cancelled (measured: 1,900 tokens generated after the
+// cancel was sent). So each inline step also lets the event loop turn once before it decodes;
+// messages from the host (a new request, a cancellation) are taken between steps either way.
 //
 // Each generating sequence's token is sampled on the worker's thread too (inline-sample.cpp
 // of the addon: node-llama-cpp's own sampler calls, made here instead of on libuv's pool),
@@ -77,12 +81,16 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
       return handOff();
     }
     steps.inline++;
-    try {
-      addon.decode(decoder);
-      return Promise.resolve();
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return new Promise<void>((resolve, reject) =>
+      setImmediate(() => {
+        try {
+          addon.decode(decoder);
+          resolve();
+        } catch (error) {
+          reject(error);
+        }
+      }),
+    );
   };
   // The class's methods are read-only properties of its prototype: define this object's own.
   Object.defineProperty(addonContext, "decodeBatch", { value: decodeBatch, configurable: true });
