@@ -79,7 +79,6 @@ describe("inline decode in one context", () => {
       expect(a).toEqual(b);
       expect(inline.inlineDecode.steps.inline).toBeGreaterThanOrEqual(29);
       expect(inline.inlineDecode.steps.handedOff).toBeGreaterThanOrEqual(1);
-      expect(inline.inlineDecode.samplesInline).toBe(true);
       expect(inline.inlineDecode.steps.sampled).toBe(30);
       expect(offloaded.inlineDecode.steps).toEqual({ inline: 0, handedOff: 0, sampled: 0 });
     } finally {

@@ -37,8 +37,8 @@
 // that step's few milliseconds) waits in the thread's message queue; without that turn the
 // next batch was formed the moment the step's sequences had queued again, before the request
 // was read, so its prompt missed that batch and waited a whole step more. llama-server's loop
-// takes the requests that arrived during a step into the very next batch. Measured on the
-// `bench` model, one worker with 4 slots and 2 threads (built here), four agents taking turns
+// takes the requests that arrived during a step into the very next batch. Measured with a
+// scratch client (bench:peer's four-agent rows show the same, docs/engine.md) on the `bench` model, one worker with 4 slots and 2 threads (built here), four agents taking turns
 // at once: warm-turn TTFT 151 ms mean without the turn, 104 ms with it, llama-server 122 ms on
 // the same run (160 turns each). The new request's path to its queued prompt (slot, prepare,
 // node-llama-cpp's evaluate) runs in promise callbacks within that turn when its slot holds

@@ -34,16 +34,13 @@
 // why. To drop this when node-llama-cpp decodes on the calling thread itself: delete this
 // file and its call in batched-context.ts, and inline-decode.cpp from the addon.
 import type { LlamaContext } from "node-llama-cpp";
-import { contextAddon } from "./context-addon.js";
+import { type ContextAddon, contextAddon } from "./context-addon.js";
 
 export interface InlineDecode {
   /** Whether small batches are decoded on the worker's thread. */
   readonly on: boolean;
   /** Why not, when they are not. */
   readonly reason?: string;
-  /** Whether generated tokens are sampled on the worker's thread too (an addon built before
-   *  that part existed decodes inline but samples on node-llama-cpp's path). */
-  readonly samplesInline: boolean;
   /** Batches decoded on the worker's thread so far, and handed to node-llama-cpp's path; tokens sampled on the worker's thread. */
   readonly steps: { inline: number; handedOff: number; sampled: number };
 }
@@ -51,7 +48,7 @@ export interface InlineDecode {
 /** node-llama-cpp's native context object: the one method this replaces. */
 interface AddonContextObject {
   decodeBatch(): Promise<void>;
-  sampleToken(batchLogitIndex: number, sampler: unknown, ...wants: boolean[]): Promise<unknown>;
+  sampleToken(batchLogitIndex: number, sampler: unknown, probabilities?: boolean, confidence?: boolean): Promise<unknown>;
 }
 
 /**
@@ -61,9 +58,9 @@ interface AddonContextObject {
  */
 export function decodeStepsInline(context: LlamaContext, maxTokens: number): InlineDecode {
   const steps = { inline: 0, handedOff: 0, sampled: 0 };
-  if (process.env.RADIXGATE_NO_INLINE_DECODE === "1") return { on: false, samplesInline: false, reason: "RADIXGATE_NO_INLINE_DECODE=1", steps };
+  if (process.env.RADIXGATE_NO_INLINE_DECODE === "1") return { on: false, reason: "RADIXGATE_NO_INLINE_DECODE=1", steps };
   const found = contextAddon();
-  if ("problem" in found) return { on: false, samplesInline: false, reason: found.problem, steps };
+  if ("problem" in found) return { on: false, reason: found.problem, steps };
   const { addon } = found;
   // node-llama-cpp keeps its native context object here (a private field of 3.21.1's
   // LlamaContext; the addon checks that the object is node-llama-cpp's before using it).
@@ -72,7 +69,7 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
   try {
     decoder = addon.inlineDecoder(addonContext);
   } catch (error) {
-    return { on: false, samplesInline: false, reason: (error as Error).message, steps };
+    return { on: false, reason: (error as Error).message, steps };
   }
   const handOff = addonContext.decodeBatch.bind(addonContext);
   const decodeBatch = (): Promise<void> => {
@@ -94,25 +91,25 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
   };
   // The class's methods are read-only properties of its prototype: define this object's own.
   Object.defineProperty(addonContext, "decodeBatch", { value: decodeBatch, configurable: true });
-  return { on: true, samplesInline: sampleInline(addonContext, steps), steps };
+  sampleInline(addon, addonContext, steps);
+  return { on: true, steps };
 }
 
-/** Makes the context sample plain tokens on the calling thread; false when the addon cannot. */
-function sampleInline(addonContext: AddonContextObject, steps: { sampled: number }): boolean {
-  const found = contextAddon();
-  if ("problem" in found) return false;
-  const { addon } = found;
-  if (addon.inlineSampler === undefined || process.env.RADIXGATE_NO_INLINE_SAMPLE === "1") return false;
+/** Makes the context sample plain tokens on the calling thread, unless the addon cannot (an
+ *  addon built before that part existed: node-llama-cpp's sampling stays, `steps.sampled` at 0). */
+function sampleInline(addon: ContextAddon, addonContext: AddonContextObject, steps: { sampled: number }): void {
+  if (addon.inlineSampler === undefined || process.env.RADIXGATE_NO_INLINE_SAMPLE === "1") return;
   let sampler: unknown;
   try {
     sampler = addon.inlineSampler(addonContext);
   } catch {
-    return false;
+    return;
   }
   const sampleOnPool = addonContext.sampleToken.bind(addonContext);
-  const sampleToken = (batchLogitIndex: number, addonSampler: unknown, ...wants: boolean[]): Promise<unknown> => {
+  // Per token: no rest parameters (an array each call).
+  const sampleToken = (batchLogitIndex: number, addonSampler: unknown, probabilities?: boolean, confidence?: boolean): Promise<unknown> => {
     // Probabilities or confidence asked for: node-llama-cpp's call returns them with the token.
-    if (wants.length > 0) return sampleOnPool(batchLogitIndex, addonSampler, ...wants);
+    if (probabilities !== undefined) return sampleOnPool(batchLogitIndex, addonSampler, probabilities, confidence);
     steps.sampled++;
     try {
       return Promise.resolve(addon.sample(sampler, batchLogitIndex, addonSampler));
@@ -121,5 +118,4 @@ function sampleInline(addonContext: AddonContextObject, steps: { sampled: number
     }
   };
   Object.defineProperty(addonContext, "sampleToken", { value: sampleToken, configurable: true });
-  return true;
 }
