@@ -21,6 +21,7 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { LlamaLogLevel, type Token } from "node-llama-cpp";
 import { findOrBuildLlamaCppTool } from "../src/engine/llama-server/binary.js";
+import { DEFAULT_THREAD_POLL } from "../src/engine/wire/protocol.js";
 import { createBatchedContext } from "../src/engine/worker/batched-context.js";
 import { loadLlama } from "../src/engine/worker/llama-binary.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../src/scheduler/local-scheduler-settings.js";
@@ -79,6 +80,7 @@ async function child(threads: number): Promise<Measured> {
     contextSize: CONTEXT_PER_SLOT,
     batchSize: BATCH,
     threads,
+    threadPoll: DEFAULT_THREAD_POLL,
     flashAttention: "auto",
     chunkTokens: () => LOCAL_SCHEDULER_DEFAULTS.chunkTokens,
   });
@@ -180,7 +182,16 @@ function referenceTokensPerS(threads: number, sequences: number): number {
 const report = {
   ...runIdentity(["src", "bench", "patches", "package.json", "package-lock.json"]),
   command: `npm run bench:engine-loop -- --threads ${values.threads} --repeats ${REPEATS}${WEIGHTS === "F32" ? "" : ` --weights ${WEIGHTS}`}`,
-  settings: { slots: SLOTS, tokens: TOKENS, placements: PLACEMENTS, repeats: REPEATS, model: "preset:bench", weights: WEIGHTS, flashAttention: "auto" },
+  settings: {
+    slots: SLOTS,
+    tokens: TOKENS,
+    placements: PLACEMENTS,
+    repeats: REPEATS,
+    model: "preset:bench",
+    weights: WEIGHTS,
+    flashAttention: "auto",
+    threadPoll: DEFAULT_THREAD_POLL,
+  },
   machineLoad: { loadAverage1mAtStart: loadAtStart, loadAverage1mAtEnd: loadavg()[0]!, wallS: (Date.now() - started) / 1000 },
   runs,
   reference: { tool: "llama-batched-bench", binary: referenceBinary, promptTokens: REFERENCE_PROMPT_TOKENS, byThreads: references },

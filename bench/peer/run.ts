@@ -449,7 +449,7 @@ function markdown(): string {
         .map(([arm, binary]) => `${arm} ${binary}`)
         .join(
           ", ",
-        )}. Its workers with more than one thread compute on a persistent thread pool, and decode their generation steps on the worker's own thread (both native/llama-context), unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
+        )}. Its workers with more than one thread compute on a persistent thread pool (its helpers polling for the next graph at llama.cpp's default level, as llama-server's), and decode their generation steps on the worker's own thread (both native/llama-context), unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
       `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
       `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +

@@ -6,11 +6,14 @@
 // again (ggml_graph_compute's "disposable threadpool"). In a Node process that halves
 // decoding with two threads (docs/engine.md, "Compute threads"). This addon makes the pool
 // once, as llama.cpp's own tools do, and attaches it to the context with
-// llama_attach_threadpool: its threads live as long as the context and sleep between graphs.
+// llama_attach_threadpool: its threads live as long as the context.
 //
 // JavaScript API (src/engine/worker/compute-pool.ts):
-//   attach(addonContext, threads) -> handle   the context object node-llama-cpp keeps in
-//                                              LlamaContext._ctx; throws Error naming what failed
+//   attach(addonContext, threads, poll) -> handle   the context object node-llama-cpp keeps in
+//                                              LlamaContext._ctx; poll 0-100 as llama.cpp's
+//                                              --poll (absent: llama.cpp's default, 50);
+//                                              throws Error naming what failed
+//   pollOf(handle) -> number                   the polling level the pool was created with
 //   release(handle)                           frees the pool; only once the context is disposed
 #include <node_api.h>
 
@@ -27,15 +30,22 @@ namespace {
 struct Pool {
   ggml_threadpool* threads = nullptr;
   void (*free_threads)(ggml_threadpool*) = nullptr;
+  uint32_t poll = 0;  // what the pool was created with
 };
 
 napi_value Attach(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
+  size_t argc = 3;
+  napi_value argv[3];
   napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  if (argc < 2) return Fail(env, "attach(context, threads): two arguments expected");
+  if (argc < 2) return Fail(env, "attach(context, threads, poll): at least two arguments expected");
   int32_t threads = 0;
   if (napi_get_value_int32(env, argv[1], &threads) != napi_ok || threads < 1) return Fail(env, "threads must be a positive integer");
+  int32_t poll = -1;  // llama.cpp's default
+  napi_valuetype pollType = napi_undefined;
+  if (argc > 2) napi_typeof(env, argv[2], &pollType);
+  if (pollType != napi_undefined && (napi_get_value_int32(env, argv[2], &poll) != napi_ok || poll < 0 || poll > 100)) {
+    return Fail(env, "poll must be an integer from 0 to 100");
+  }
 
   ContextLookup found = LookUpContext(env, argv[0]);
   if (found.context == nullptr) return Fail(env, found.problem);
@@ -60,18 +70,26 @@ napi_value Attach(napi_env env, napi_callback_info info) {
 
   ggml_threadpool_params params;
   params_init(&params, threads);
-  // Sleep as soon as a graph is done instead of polling for the next one: on a box with
-  // few cores the polling thread would take a core from Node's own threads between
-  // decode steps (measured: polling gained nothing on the 2-core development box).
-  params.poll = 0;
+  // How long a helper thread spins for the next graph before it sleeps (0: sleep at once).
+  // The caller decodes generation steps back to back, a fraction of a millisecond apart:
+  // a sleeping helper must be woken for each, and the step waits for it at its first barrier.
+  if (poll >= 0) params.poll = static_cast<uint32_t>(poll);
   ggml_threadpool* pool = create(&params);
   if (pool == nullptr) return Fail(env, "ggml_threadpool_new failed (threads: " + std::to_string(threads) + ")");
   attach(found.context->ctx, pool, nullptr);  // one pool for decode steps and prompt batches
 
   // A handle collected without release() (a worker that crashed before disposing its
   // context), or one that never reached JavaScript, frees only itself: the context may still
-  // compute on the pool, whose threads sleep between graphs.
-  return ReturnHandle(env, new Pool{pool, free_threads}, "pool");
+  // compute on the pool, whose threads wait between graphs.
+  return ReturnHandle(env, new Pool{pool, free_threads, params.poll}, "pool");
+}
+
+napi_value PollOf(napi_env env, napi_callback_info info) {
+  auto* handle = HandleArgument<Pool>(env, info, "pool");
+  if (handle == nullptr) return nullptr;
+  napi_value result;
+  napi_create_uint32(env, handle->poll, &result);
+  return result;
 }
 
 napi_value Release(napi_env env, napi_callback_info info) {
@@ -88,6 +106,7 @@ napi_value Release(napi_env env, napi_callback_info info) {
 
 void RegisterThreadPool(napi_env env, napi_value exports) {
   Export(env, exports, "attach", Attach);
+  Export(env, exports, "pollOf", PollOf);
   Export(env, exports, "release", Release);
 }
 

@@ -3,6 +3,7 @@
 // Every object is closed, so a misspelt key stops start-up instead of being ignored.
 import { Type, type Static } from "@sinclair/typebox";
 import { GenerationSettingsSchema } from "../common/generation-settings.js";
+import { DEFAULT_THREAD_POLL } from "../engine/wire/protocol.js";
 import { CLOSED, live, liveKeys, SETTINGS_OBJECT } from "../common/settings-schema.js";
 import { GlobalSchedulerSettingsSchema } from "../scheduler/global-scheduler-settings.js";
 import { LocalSchedulerSettingsSchema } from "../scheduler/local-scheduler-settings.js";
@@ -35,6 +36,13 @@ export const ModelConfigSchema = Type.Object(
       default: 1,
       description:
         "llama.cpp CPU threads per worker. Never leave it to llama.cpp on small machines: its default oversubscribes a 2-core box (measured 500x slower).",
+    }),
+    threadPoll: Type.Integer({
+      minimum: 0,
+      maximum: 100,
+      default: DEFAULT_THREAD_POLL,
+      description:
+        "How hard llama.cpp's compute threads spin for the next decode step before they sleep, as llama-server's --poll: 0 = sleep at once (leaves the cores to other processes between steps), 100 = longest. Applies with threads above 1.",
     }),
     flashAttention: Type.Union([Type.Literal("auto"), Type.Boolean()], {
       default: "auto",

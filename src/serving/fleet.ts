@@ -411,6 +411,7 @@ function initOf(workerId: string, model: ModelConfig, modelPaths: Map<string, st
     contextSize: model.contextSize,
     batchSize: model.batchSize,
     threads: model.threads,
+    threadPoll: model.threadPoll,
     flashAttention: model.flashAttention,
     gpu: model.gpu,
     // A copy per worker: a hot reload replaces it on each.

@@ -2,13 +2,16 @@
 // as its context (native/llama-context), in both isolation modes: its decode steps create no
 // threads. Without the pool llama.cpp creates and joins its helper threads for every graph,
 // so a generation of N tokens starts N threads or more: the kernel's count of threads and
-// processes ever started (/proc/stat "processes") tells the two apart without timing.
+// processes ever started (/proc/stat "processes") tells the two apart without timing. The
+// pool's helpers spin for the next graph at the worker's `threadPoll` (llama.cpp's own
+// default unless set), which the worker reports.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
+import { DEFAULT_THREAD_POLL } from "../../src/engine/wire/protocol.js";
 import { CONTEXT_ADDON_DIR, type ContextAddon } from "../../src/engine/worker/context-addon.js";
 import { useTinyModel, useWorker } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
@@ -25,9 +28,11 @@ const tiny = useTinyModel();
 
 describe.each<Isolation>(["thread", "process"])("a worker with 2 llama.cpp threads in %s isolation", (isolation) => {
   const worker = useWorker(() => workerInit(tiny.path(), { workerId: `pool-${isolation}`, slots: 2, threads: 2 }), isolation);
+  const sleeper = useWorker(() => workerInit(tiny.path(), { workerId: `pool-sleep-${isolation}`, slots: 1, threads: 2, threadPoll: 0 }), isolation);
 
   it("reports a persistent pool and decodes 300 tokens without starting a thread per step", async () => {
     expect(worker().info?.computePool, worker().info?.computePoolProblem).toBe("persistent");
+    expect(worker().info?.threadPoll).toBe(DEFAULT_THREAD_POLL);
     const tokens = await tiny.prompt("count slowly");
     const before = threadsStarted();
     const result = await worker().generate("pool", tokens, { temperature: 0, stop: [], maxTokens: 300 }, {});
@@ -35,6 +40,16 @@ describe.each<Isolation>(["thread", "process"])("a worker with 2 llama.cpp threa
     expect(result.completionTokens).toBe(300);
     // One graph per decode step: a per-step pool would have started 300 threads at least.
     expect(started).toBeLessThan(30);
+  });
+
+  it("gives the pool the polling level asked for: threadPoll 0 sleeps between graphs, and decodes the same tokens", async () => {
+    expect(sleeper().info?.computePool, sleeper().info?.computePoolProblem).toBe("persistent");
+    expect(sleeper().info?.threadPoll).toBe(0);
+    const tokens = await tiny.prompt("count slowly");
+    const sampling = { temperature: 0, stop: [], maxTokens: 40 };
+    const [sleeping, spinning] = await Promise.all([sleeper().generate("poll-0", tokens, sampling, {}), worker().generate("poll-50", tokens, sampling, {})]);
+    expect(sleeping.completionTokens).toBe(40);
+    expect(sleeping.text).toBe(spinning.text);
   });
 });
 
@@ -46,7 +61,11 @@ describe("the pool addon", () => {
     expect(() => addon.attach({}, 2)).toThrow(/not a node-llama-cpp context: the object wraps nothing/);
     expect(() => addon.attach(undefined, 2)).toThrow(/not a node-llama-cpp context/);
     expect(() => addon.attach({}, 0)).toThrow(/threads must be a positive integer/);
+    expect(() => addon.attach({}, 2, 101)).toThrow(/poll must be an integer from 0 to 100/);
+    expect(() => addon.attach({}, 2, -1)).toThrow(/poll must be an integer from 0 to 100/);
+    expect(() => addon.attach({}, 2, "high" as unknown as number)).toThrow(/poll must be an integer from 0 to 100/);
     expect(() => addon.release({})).toThrow(/not a pool handle/);
+    expect(() => addon.pollOf({})).toThrow(/not a pool handle/);
   });
 
   it("refuses another object of node-llama-cpp's own addon (a model) instead of reading it as a context", async () => {

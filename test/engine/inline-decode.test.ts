@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel, type LlamaModel, type Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
+import { DEFAULT_THREAD_POLL } from "../../src/engine/wire/protocol.js";
 import { createBatchedContext } from "../../src/engine/worker/batched-context.js";
 import { CONTEXT_ADDON_DIR, type ContextAddon } from "../../src/engine/worker/context-addon.js";
 import { useTinyModel, useWorker } from "../helpers/tiny-worker.js";
@@ -54,7 +55,15 @@ describe("inline decode in one context", () => {
   const open = async (env?: string) => {
     if (env !== undefined) process.env.RADIXGATE_NO_INLINE_DECODE = env;
     try {
-      return await createBatchedContext(model, { slots: 2, contextSize: 512, batchSize: 64, threads: 1, flashAttention: "auto", chunkTokens: () => 64 });
+      return await createBatchedContext(model, {
+        slots: 2,
+        contextSize: 512,
+        batchSize: 64,
+        threads: 1,
+        threadPoll: DEFAULT_THREAD_POLL,
+        flashAttention: "auto",
+        chunkTokens: () => 64,
+      });
     } finally {
       delete process.env.RADIXGATE_NO_INLINE_DECODE;
     }

@@ -35,7 +35,7 @@ describe("the llama-server engine, its RAM prompt cache off (an exact tree)", ()
 
   beforeAll(async () => {
     const modelPath = await ensureModel("tiny");
-    engine = new LlamaServerEngine(workerInit(modelPath, { workerId: "ls-test", slots: 2, contextSize: 1024 }), {
+    engine = new LlamaServerEngine(workerInit(modelPath, { workerId: "ls-test", slots: 2, contextSize: 1024, threadPoll: 7 }), {
       binary: await findLlamaServer(undefined),
       cacheRamMiB: 0,
     });
@@ -50,6 +50,9 @@ describe("the llama-server engine, its RAM prompt cache off (an exact tree)", ()
     expect(engine.info).toMatchObject({ slots: 2, contextSize: 1024, binary: "llama-server" });
     expect(engine.pid).toBeTypeOf("number");
     expect(engine.pid).not.toBe(process.pid);
+    // The model's compute settings are llama-server's flags: threadPoll is its --poll.
+    const argv = readFileSync(`/proc/${engine.pid}/cmdline`, "utf8").split("\0");
+    expect(argv.slice(argv.indexOf("--poll"), argv.indexOf("--poll") + 2)).toEqual(["--poll", "7"]);
   });
 
   it("knows what each slot holds: the cached prefix it predicts is the one the server reuses, turn after turn", async () => {

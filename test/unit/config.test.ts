@@ -34,7 +34,16 @@ describe("parseConfig", () => {
     });
     expect(config.spill).toEqual({ budgetBytes: 536870912, minTokens: 64, recentMs: 600000, dir: "" });
     expect(config.generation).toEqual({ defaultMaxTokens: 256, maxChoices: 8, requestTimeoutMs: 600000 });
-    expect(config.models[0]).toMatchObject({ workers: "auto", isolation: "auto", slots: 4, contextSize: 4096, threads: 1, gpu: false, seed: 1 });
+    expect(config.models[0]).toMatchObject({
+      workers: "auto",
+      isolation: "auto",
+      slots: 4,
+      contextSize: 4096,
+      threads: 1,
+      threadPoll: 50,
+      gpu: false,
+      seed: 1,
+    });
     expect(config.scheduler.policy).toBe("preble");
     expect(config.scheduler.preble).toEqual({ hotTtftRatio: 2, hotMinSamples: 3 });
     expect(config.scheduler.local).toEqual({ priorityGroups: 10, quotaPerGroup: 10, chunkTokens: 1024, hitRatioWindowMs: 180000 });
@@ -55,6 +64,9 @@ describe("parseConfig", () => {
     expect(() => parseConfig({ ...minimal, server: { port: 70000 } })).toThrow(/server\.port: .*got 70000/);
     expect(() => parseConfig({ ...minimal, scheduler: { local: { priorityGroups: 0 } } })).toThrow(
       /scheduler\.local\.priorityGroups: expected integer to be greater or equal to 1; got 0/,
+    );
+    expect(() => parseConfig({ models: [{ id: "m", source: "preset:tiny", threadPoll: 101 }] })).toThrow(
+      /models\[0\]\.threadPoll: expected integer to be less or equal to 100; got 101/,
     );
     expect(() => parseConfig({ models: [{ id: "m", source: "preset:tiny", gpu: "cpu" }] })).toThrow(/models\[0\]\.gpu: .*false \| "auto" \| "cuda"/);
   });

@@ -138,6 +138,7 @@ export class LlamaServerEngine extends HttpEngineBase<Life> implements WorkerEng
         contextPerSlot: this.init.contextSize,
         batchSize: this.init.batchSize,
         threads: this.init.threads,
+        threadPoll: this.init.threadPoll,
         flashAttention: this.init.flashAttention,
         gpu: this.init.gpu !== false,
       }),

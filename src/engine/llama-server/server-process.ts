@@ -33,6 +33,8 @@ export interface LlamaServerSettings {
   contextPerSlot: number;
   batchSize: number;
   threads: number;
+  /** `--poll`: how hard its compute threads spin for the next graph (0-100). Absent: llama-server's default. */
+  threadPoll?: number;
   flashAttention?: boolean | "auto";
   /** Offload every layer to the GPU (false: CPU only). */
   gpu: boolean;
@@ -47,6 +49,7 @@ export function llamaServerArgs(settings: LlamaServerSettings): string[] {
     ["-b", String(settings.batchSize)],
     ["-t", String(settings.threads)],
     ["-tb", String(settings.threads)],
+    settings.threadPoll === undefined ? [] : ["--poll", String(settings.threadPoll)],
     ["-fa", flash],
     ["-ngl", settings.gpu ? "999" : "0"],
     ["--no-webui"],

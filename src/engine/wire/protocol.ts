@@ -27,6 +27,9 @@ export interface WorkerInit {
   contextSize: number;
   batchSize: number;
   threads: number;
+  /** How hard llama.cpp's helper threads spin for the next graph before they sleep (0-100, its
+   *  `--poll`). Absent: DEFAULT_THREAD_POLL. */
+  threadPoll?: number;
   /** llama.cpp flash attention; "auto" lets llama.cpp decide per device. Absent: "auto". */
   flashAttention?: boolean | "auto";
   gpu: GpuSetting;
@@ -224,6 +227,9 @@ export interface ProfileResult {
 /** How a node-llama-cpp worker's llama.cpp threads run: one thread, a pool that lives with the context, or helper threads made again for every step. */
 export type ComputePoolKind = "single-thread" | "persistent" | "per-step";
 
+/** llama.cpp's own polling level for its compute threads (ggml_threadpool_params_init), llama-server's default. */
+export const DEFAULT_THREAD_POLL = 50;
+
 export interface LoadResult {
   workerId: string;
   backend: string;
@@ -242,6 +248,8 @@ export interface LoadResult {
   computePool?: ComputePoolKind;
   /** Why they run per step although more than one thread was asked for. */
   computePoolProblem?: string;
+  /** The persistent pool's polling level (0-100). */
+  threadPoll?: number;
   /** Whether generation steps are decoded on the worker's own thread (worker/inline-decode.ts); engines other than node-llama-cpp leave it out. */
   inlineDecode?: boolean;
   /** Why they are not. */

@@ -15,6 +15,8 @@ export interface BatchedContextOptions {
   contextSize: number;
   batchSize: number;
   threads: number;
+  /** How hard the compute pool's helper threads spin for the next graph (0-100, llama.cpp's `--poll`). */
+  threadPoll: number;
   flashAttention: boolean | "auto";
   /** The prefill chunk per step, read at every batch (a live config change applies at once). */
   chunkTokens: () => number;
@@ -52,7 +54,7 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
     },
   });
   // Before the context computes anything: its threads for as long as it lives.
-  const computePool = attachComputePool(context, options.threads);
+  const computePool = attachComputePool(context, options.threads, options.threadPoll);
   // Generation steps on the worker's own thread (prompt batches keep node-llama-cpp's path).
   const inlineDecode = decodeStepsInline(context, options.slots);
   // Created once, in order: node-llama-cpp numbers sequences from 0 as they are created.

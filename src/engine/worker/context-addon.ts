@@ -10,8 +10,11 @@ import { PACKAGE_ROOT } from "../../common/package-root.js";
 
 /** What the addon exports; each function throws an Error naming what failed. */
 export interface ContextAddon {
-  /** Gives the context (node-llama-cpp's LlamaContext._ctx) a CPU thread pool of `threads`; its handle. */
-  attach(addonContext: unknown, threads: number): unknown;
+  /** Gives the context (node-llama-cpp's LlamaContext._ctx) a CPU thread pool of `threads` whose
+   *  helpers spin for the next graph at `poll` (0-100, llama.cpp's `--poll`; absent: its default); its handle. */
+  attach(addonContext: unknown, threads: number, poll?: number): unknown;
+  /** The polling level a pool was created with. */
+  pollOf(handle: unknown): number;
   /** Frees a pool: only once its context is disposed. */
   release(handle: unknown): void;
   /** A handle that decodes the context's batches on the calling thread. */

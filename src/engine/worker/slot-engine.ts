@@ -19,6 +19,7 @@ import { commonPrefixLength, tokenArray } from "../../common/tokens.js";
 import { evaluationPriorityOf, type BatchStats } from "../../scheduler/batch-priority.js";
 import { LocalScheduler } from "../../scheduler/local-scheduler.js";
 import {
+  DEFAULT_THREAD_POLL,
   MIN_RESTORE_GAIN,
   type ExportPrefixTask,
   type ExportResult,
@@ -95,6 +96,7 @@ export class SlotEngine {
       contextSize: init.contextSize,
       batchSize: init.batchSize,
       threads: init.threads,
+      threadPoll: init.threadPoll ?? DEFAULT_THREAD_POLL,
       flashAttention: init.flashAttention ?? "auto",
       // configure() replaces init.local on a live change: read at every batch.
       chunkTokens: () => init.local.chunkTokens,
@@ -127,6 +129,7 @@ export class SlotEngine {
       modelFingerprint: fingerprint,
       bindingTests: bindingTestsHere(),
       computePool: computePool.kind,
+      ...(computePool.poll === undefined ? {} : { threadPoll: computePool.poll }),
       ...(computePool.reason === undefined ? {} : { computePoolProblem: computePool.reason }),
       inlineDecode: inlineDecode.on,
       ...(inlineDecode.reason === undefined ? {} : { inlineDecodeProblem: inlineDecode.reason }),
