@@ -52,3 +52,23 @@ export function processCpu(pid: number | undefined): ProcessCpu | undefined {
   }
   return { treeS, mainThreadS: cpuOfStat(`/proc/${pid}/task/${pid}/stat`) };
 }
+
+/**
+ * Waits until none of `pids` (with their descendants) has used CPU for `windowMs`, or `maxMs`
+ * has passed; the ms it waited. Servers measured side by side share the cores, and a server
+ * can go on using one after its last answer: llama.cpp's compute threads spin for the next
+ * step for a while before they sleep (about 20 ms for llama-server on the development box, 160
+ * ms for a compute pool polling at llama.cpp's default level). Without this wait, whichever
+ * arm came next ran its first steps on fewer cores. CPU time comes in 10 ms ticks: one tick
+ * in a window counts as quiet.
+ */
+export async function settle(pids: (number | undefined)[], windowMs = 100, maxMs = 2000): Promise<number> {
+  const started = performance.now();
+  const treeS = (): number => pids.reduce<number>((sum, pid) => sum + (processCpu(pid)?.treeS ?? 0), 0);
+  for (;;) {
+    const before = treeS();
+    await new Promise((resolve) => setTimeout(resolve, windowMs));
+    const waited = performance.now() - started;
+    if (treeS() - before <= TICK_S + 1e-9 || waited >= maxMs) return waited;
+  }
+}

@@ -25,7 +25,7 @@ import { ensureModel } from "../../src/presets/make-model.js";
 import { runIdentity } from "../git-commit.js";
 import { NATIVE_BUILD_ENV, nativeBuildPresent } from "../../src/engine/host/native-build.js";
 import { findOrBuildLlamaServer, startLlamaServer } from "./llama-server.js";
-import { type ProcessCpu, processCpu } from "./process-cpu.js";
+import { type ProcessCpu, processCpu, settle } from "./process-cpu.js";
 import { percentile } from "../soak/stats.js";
 import { presetInWeights, weightTypeArgument } from "../weights.js";
 import { agents, burst, decodeThroughput, poissonMix, resent, type Sample, type Target, type WorkloadOptions } from "./workloads.js";
@@ -226,6 +226,7 @@ function decodeCpuOf(before: ProcessCpu | undefined, after: ProcessCpu | undefin
 }
 
 const started = Date.now();
+let settledMs = 0;
 const cpuAtStart = process.cpuUsage();
 const loadAtStart = loadavg()[0]!;
 const modelPath = await presetInWeights(await ensureModel("bench"), WEIGHTS, log);
@@ -310,6 +311,11 @@ try {
     // Warm-up: the first evaluations after loading pay one-off costs.
     await decodeThroughput(server.target, { ...WORKLOAD, salt: `${salt} warm-up` }, 1, 8);
   }
+  // Before each measurement the machine goes quiet (process-cpu.ts, settle): no arm's
+  // threads still spinning from the last one. The waits are summed in the report.
+  const quiet = async () => {
+    settledMs += await settle([...running.values()].map((server) => server.pid));
+  };
   const concurrencies = [1, 2, 4].filter((n) => n <= SLOTS);
   for (let repeat = 0; repeat < DECODE_REPEATS; repeat++) {
     for (const count of concurrencies) {
@@ -317,6 +323,7 @@ try {
         for (const arm of allArms) {
           const options = { ...WORKLOAD, salt: `${salt} decode ${repeat} ${stream ? "streamed" : "whole"}` };
           const server = running.get(arm.name)!;
+          await quiet();
           const cpuBefore = processCpu(server.pid);
           const clientBefore = process.cpuUsage();
           const decode = await decodeThroughput(server.target, options, count, DECODE_TOKENS, stream);
@@ -350,6 +357,7 @@ try {
     const options: WorkloadOptions = { ...WORKLOAD, salt: `${salt} workloads ${repeat}` };
     for (const arm of arms) {
       const target = running.get(arm.name)!.target;
+      await quiet();
       const sequential = await agents(target, options, 1, AGENT_TURNS, "seq");
       record(
         arm,
@@ -365,6 +373,7 @@ try {
       );
     }
     for (const arm of arms) {
+      await quiet();
       const concurrent = await agents(running.get(arm.name)!.target, options, CONCURRENT_AGENTS, AGENT_TURNS, "conc");
       record(arm, `${CONCURRENT_AGENTS} agents: all turns`, concurrent.samples, concurrent.wallS);
       record(
@@ -375,12 +384,14 @@ try {
       );
     }
     for (const arm of arms) {
+      await quiet();
       const distinct = await burst(running.get(arm.name)!.target, options, BURST);
       record(arm, `burst of ${BURST}`, distinct.samples, distinct.wallS);
     }
   }
   // The mix runs for minutes: one arm after the other, the same arrivals and prompts.
   for (const arm of arms) {
+    await quiet();
     const mix = await poissonMix(running.get(arm.name)!.target, { ...WORKLOAD, salt: `${salt} mix` }, MIX_RATE, MIX_SECONDS, SLOTS, 0.5);
     record(arm, `Poisson mix ${MIX_SECONDS} s`, mix.samples, mix.wallS);
     record(
@@ -426,6 +437,7 @@ const report = {
     loadAverage1mAtEnd: loadavg()[0]!,
     benchClientCpuSeconds: (process.cpuUsage(cpuAtStart).user + process.cpuUsage(cpuAtStart).system) / 1e6,
     requestsResentOnClosedConnections: resent.count,
+    settledS: settledMs / 1000,
     wallS,
   },
   results: [...results.values()],
@@ -449,13 +461,14 @@ function markdown(): string {
         .map(([arm, binary]) => `${arm} ${binary}`)
         .join(
           ", ",
-        )}. Its workers with more than one thread compute on a persistent thread pool (its helpers polling for the next graph at llama.cpp's default level, as llama-server's), and decode their generation steps on the worker's own thread (both native/llama-context), unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
+        )}. Its workers with more than one thread compute on a persistent thread pool, and decode their generation steps on the worker's own thread (both native/llama-context), unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
       `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
       `median of ${DECODE_REPEATS} repeats; agents and burst: ${WORKLOAD_REPEATS} repeats pooled, each with a fresh salt). ` +
       `Load average (1 min) ${report.machineLoad.loadAverage1mAtStart.toFixed(1)} at start, ${report.machineLoad.loadAverage1mAtEnd.toFixed(1)} at end; ` +
       `the benchmark client used ${report.machineLoad.benchClientCpuSeconds.toFixed(0)} CPU s; ${wallS.toFixed(0)} s in all; ` +
-      `${resent.count} requests sent again because a server had closed the idle keep-alive connection under them (timed from the second send).`,
+      `${resent.count} requests sent again because a server had closed the idle keep-alive connection under them (timed from the second send). ` +
+      `Before each measurement the servers' processes went quiet (no CPU for 100 ms: a server's compute threads may spin on after its last answer, on the cores the next arm needs): ${report.machineLoad.settledS.toFixed(0)} s of waiting in all.`,
     "",
   );
   const decodeTable = (title: string, of: (r: ArmResult) => ArmResult["decode"]) => {

@@ -8,7 +8,8 @@
 // once, as llama.cpp's own tools do, and attaches it to the context with
 // llama_attach_threadpool: its threads live as long as the context.
 //
-// JavaScript API (src/engine/worker/compute-pool.ts):
+// JavaScript API (src/engine/worker/compute-pool.ts; the worker passes its model's threadPoll,
+// 0 unless set):
 //   attach(addonContext, threads, poll) -> handle   the context object node-llama-cpp keeps in
 //                                              LlamaContext._ctx; poll 0-100 as llama.cpp's
 //                                              --poll (absent: llama.cpp's default, 50);
@@ -71,8 +72,6 @@ napi_value Attach(napi_env env, napi_callback_info info) {
   ggml_threadpool_params params;
   params_init(&params, threads);
   // How long a helper thread spins for the next graph before it sleeps (0: sleep at once).
-  // The caller decodes generation steps back to back, a fraction of a millisecond apart:
-  // a sleeping helper must be woken for each, and the step waits for it at its first barrier.
   if (poll >= 0) params.poll = static_cast<uint32_t>(poll);
   ggml_threadpool* pool = create(&params);
   if (pool == nullptr) return Fail(env, "ggml_threadpool_new failed (threads: " + std::to_string(threads) + ")");

@@ -40,7 +40,7 @@ describe("parseConfig", () => {
       slots: 4,
       contextSize: 4096,
       threads: 1,
-      threadPoll: 50,
+      threadPoll: 0,
       gpu: false,
       seed: 1,
     });

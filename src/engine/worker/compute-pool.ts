@@ -6,12 +6,9 @@
 // the context instead. Without the addon (not built: scripts/build-native.mjs says why), or
 // with RADIXGATE_NO_THREAD_POOL=1, a worker runs as before, and says so.
 //
-// Between two graphs the pool's helper threads spin for the next one for a while before they
-// sleep (`threadPoll`, llama.cpp's and llama-server's `--poll`, default 50). Generation steps
-// come back to back, a fraction of a millisecond apart; a helper that slept must be woken for
-// each, and the step waits for it at its first barrier. Measured on the 2-core development
-// box (docs/engine.md, "Compute threads"): one sequence on Q8_0 weights decoded 15-20 % more
-// tokens per second spinning (50) than sleeping at once (0), in 16 of 16 pairs of requests.
+// Between two graphs the pool's helper threads may spin for the next one before they sleep
+// (`threadPoll`, llama-server's `--poll`); by default they sleep at once (DEFAULT_THREAD_POLL
+// says why).
 import type { LlamaContext } from "node-llama-cpp";
 import type { ComputePoolKind } from "../wire/protocol.js";
 import { contextAddon } from "./context-addon.js";
