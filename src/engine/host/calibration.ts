@@ -75,7 +75,7 @@ export async function calibrationIdentity(init: WorkerInit, loaded: LoadResult):
     binary: loaded.binary,
     // A persistent thread pool decodes with several threads about twice as fast as one per step.
     computePool: loaded.computePool ?? "none",
-    // Helpers that sleep between decode steps must be woken for each.
+    // How the pool's helper threads wait between graphs is part of how it runs.
     threadPoll: loaded.threadPoll ?? null,
     // Generation steps on the worker's thread decode faster than through node-llama-cpp's hand-offs.
     inlineDecode: loaded.inlineDecode ?? false,
