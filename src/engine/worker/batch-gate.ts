@@ -43,6 +43,10 @@
 // the same run (160 turns each). The new request's path to its queued prompt (slot, prepare,
 // node-llama-cpp's evaluate) runs in promise callbacks within that turn when its slot holds
 // its prefix, and the gate then waits for it as for any sequence not in the last batch.
+// The gate decides every dispatch: node-llama-cpp 3.21.1 dispatched at once, without asking,
+// when every sequence of the context had queued, and our patch makes it ask here too. So this
+// turn is also where a worker whose slots are all generating reads a cancellation between
+// two steps (with the steps decoded on its own thread, nothing else would let it).
 //
 // Sequence ids are the slot numbers: the worker creates all of its context's sequences at
 // start, in order, and node-llama-cpp numbers them from 0 as they are created.

@@ -13,14 +13,14 @@
 // on the calling thread through the llama-context addon, and hands larger ones (prompt
 // evaluation, hundreds of milliseconds on a CPU) to node-llama-cpp's own path, so that the
 // worker's thread stays free for the host's messages while a prompt is evaluated. The
-// event loop turns once before a batch the gate holds is formed (batch-gate.ts), so a new
-// request read there joins it. But when every sequence of the context has queued,
-// node-llama-cpp dispatches at once without asking the gate (`_scheduleDecode` in
-// LlamaContext.js), and with the step decoded and its tokens sampled on this thread the
-// generation would then run from step to step in promise callbacks and never read a message:
-// a request past its deadline was never cancelled (measured: 1,900 tokens generated after the
-// cancel was sent). So each inline step also lets the event loop turn once before it decodes;
-// messages from the host (a new request, a cancellation) are taken between steps either way.
+// event loop turns once before every batch is formed (batch-gate.ts), so a new request read
+// there joins it, and a cancellation is taken between two steps. That holds only because the
+// gate decides every dispatch: node-llama-cpp 3.21.1 dispatched at once, without asking its
+// schedule, when every sequence of the context had queued (`_scheduleDecode` in
+// LlamaContext.js; our patch makes it ask), and with the step decoded and its tokens sampled
+// on this thread a worker whose slots were all generating then ran from step to step in
+// promise callbacks and never read a message (measured: a request past its deadline
+// generated 1,900 tokens after the cancel was sent).
 //
 // Each generating sequence's token is sampled on the worker's thread too (inline-sample.cpp
 // of the addon: node-llama-cpp's own sampler calls, made here instead of on libuv's pool),
@@ -78,16 +78,12 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
       return handOff();
     }
     steps.inline++;
-    return new Promise<void>((resolve, reject) =>
-      setImmediate(() => {
-        try {
-          addon.decode(decoder);
-          resolve();
-        } catch (error) {
-          reject(error);
-        }
-      }),
-    );
+    try {
+      addon.decode(decoder);
+      return Promise.resolve();
+    } catch (error) {
+      return Promise.reject(error);
+    }
   };
   // The class's methods are read-only properties of its prototype: define this object's own.
   Object.defineProperty(addonContext, "decodeBatch", { value: decodeBatch, configurable: true });
