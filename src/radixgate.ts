@@ -188,6 +188,11 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
         { worker: worker.engine.id, reason: info.inlineDecodeProblem },
         "this worker's generation steps go through node-llama-cpp's thread hand-offs (no inline decode): served on a 2-core CPU that decoded 0.61x-0.97x as fast (npm run bench:peer, docs/engine.md)",
       );
+    } else if (info?.inlineSampleProblem !== undefined) {
+      app.log.warn(
+        { worker: worker.engine.id, reason: info.inlineSampleProblem },
+        "this worker samples each generated token through node-llama-cpp's thread hand-off (no inline sampling): 4-14 % fewer tokens/s on Q8_0 weights (npm run bench:engine-loop -- --weights Q8_0)",
+      );
     }
   }
   const loaded = fleet.workers.flatMap((worker) => (worker.engine.kind === "node-llama-cpp" && worker.engine.info ? [worker.engine.info] : []));

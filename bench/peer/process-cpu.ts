@@ -57,8 +57,9 @@ export function processCpu(pid: number | undefined): ProcessCpu | undefined {
  * Waits until none of `pids` (with their descendants) has used CPU for `windowMs`, or `maxMs`
  * has passed; the ms it waited. Servers measured side by side share the cores, and a server
  * can go on using one after its last answer: llama.cpp's compute threads spin for the next
- * step for a while before they sleep (about 20 ms for llama-server on the development box, 160
- * ms for a compute pool polling at llama.cpp's default level). Without this wait, whichever
+ * step for a while before they sleep (read from /proc by a scratch script on the development
+ * box: about 20 ms for llama-server, 160 ms for a compute pool polling at llama.cpp's default
+ * level; the report's settled seconds are what a run waited). Without this wait, whichever
  * arm came next ran its first steps on fewer cores. CPU time comes in 10 ms ticks: one tick
  * in a window counts as quiet.
  */

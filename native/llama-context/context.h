@@ -53,18 +53,24 @@ napi_value ReturnHandle(napi_env env, T* handle, const char* what) {
   return result;
 }
 
-// The handle a function got as its first argument, or null after throwing "not a <what> handle".
+// The handle `value` holds, or null after throwing "not a <what> handle".
 template <typename T>
-T* HandleArgument(napi_env env, napi_callback_info info, const char* what) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+T* HandleValue(napi_env env, napi_value value, const char* what) {
   void* data = nullptr;
-  if (argc < 1 || napi_get_value_external(env, argv[0], &data) != napi_ok || data == nullptr) {
+  if (value == nullptr || napi_get_value_external(env, value, &data) != napi_ok || data == nullptr) {
     Fail(env, std::string("not a ") + what + " handle");
     return nullptr;
   }
   return static_cast<T*>(data);
+}
+
+// The handle a function got as its first argument, or null after throwing "not a <what> handle".
+template <typename T>
+T* HandleArgument(napi_env env, napi_callback_info info, const char* what) {
+  size_t argc = 1;
+  napi_value argv[1] = {nullptr};
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  return HandleValue<T>(env, argc < 1 ? nullptr : argv[0], what);
 }
 
 // A live context of node-llama-cpp's addon and a handle on that addon's library (dlclose it

@@ -63,11 +63,12 @@ napi_value InlineSampler(napi_env env, napi_callback_info info) {
 }
 
 napi_value Sample(napi_env env, napi_callback_info info) {
-  auto* handle = HandleArgument<Sampler>(env, info, "sampler");
-  if (handle == nullptr) return nullptr;
+  // Once per generated token: the arguments are read once.
   size_t argc = 3;
-  napi_value argv[3];
+  napi_value argv[3] = {nullptr, nullptr, nullptr};
   napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  auto* handle = HandleValue<Sampler>(env, argv[0], "sampler");
+  if (handle == nullptr) return nullptr;
   if (argc < 3) return Fail(env, "sample(sampler, batchLogitIndex, addonSampler): three arguments expected");
   int32_t batchLogitIndex = 0;
   if (napi_get_value_int32(env, argv[1], &batchLogitIndex) != napi_ok) return Fail(env, "sample: the batch logit index is not a number");

@@ -42,7 +42,7 @@ export const ModelConfigSchema = Type.Object(
       maximum: 100,
       default: DEFAULT_THREAD_POLL,
       description:
-        "How hard llama.cpp's compute threads spin for the next decode step before they sleep, as llama-server's --poll: 0 = sleep at once (leaves the cores to other processes between steps), 100 = longest. Applies with threads above 1; polling decoded no faster on a 2-core box, and at 50 spun a core for about 160 ms after every request.",
+        "How hard llama.cpp's compute threads spin for the next decode step before they sleep, as llama-server's --poll: 0 = sleep at once (leaves the cores to other processes between steps), 100 = longest. Applies with threads above 1; polling decoded no faster on a 2-core box, and at 50 spun a core for about 160 ms after every request (a scratch measurement, docs/engine.md).",
     }),
     flashAttention: Type.Union([Type.Literal("auto"), Type.Boolean()], {
       default: "auto",

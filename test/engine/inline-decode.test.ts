@@ -21,6 +21,7 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
 
   it("decodes its generation steps on its own thread and hands the prompt's batch off", async () => {
     expect(worker().info?.inlineDecode, worker().info?.inlineDecodeProblem).toBe(true);
+    expect(worker().info?.inlineSampleProblem).toBeUndefined();
     const before = await worker().stats();
     const tokens = await tiny.prompt("count slowly");
     const result = await worker().generate("inline", tokens, { temperature: 0, stop: [], maxTokens: 40 }, {});
@@ -96,6 +97,24 @@ describe("inline decode in one context", () => {
     }
   });
 
+  it("says why its tokens are sampled through node-llama-cpp's call when RADIXGATE_NO_INLINE_SAMPLE=1, and still decodes inline", async () => {
+    process.env.RADIXGATE_NO_INLINE_SAMPLE = "1";
+    let pooled: Awaited<ReturnType<typeof open>>;
+    try {
+      pooled = await open();
+    } finally {
+      delete process.env.RADIXGATE_NO_INLINE_SAMPLE;
+    }
+    try {
+      expect(pooled.inlineDecode.samplingProblem).toBe("RADIXGATE_NO_INLINE_SAMPLE=1");
+      expect((await greedy(pooled.sequences[0]!, 10)).length).toBe(10);
+      expect(pooled.inlineDecode.steps.sampled).toBe(0);
+      expect(pooled.inlineDecode.steps.inline).toBeGreaterThanOrEqual(9);
+    } finally {
+      await pooled.context.dispose();
+    }
+  });
+
   it("samples on its thread what node-llama-cpp's own sampling picks: seeded temperature, top-p and top-k", async () => {
     const inline = await open();
     const offloaded = await open("1");
@@ -108,6 +127,7 @@ describe("inline decode in one context", () => {
       expect(new Set(a).size).toBeGreaterThan(5);
       expect(inline.inlineDecode.steps.sampled).toBe(40);
       expect(offloaded.inlineDecode.steps.sampled).toBe(0);
+      expect(inline.inlineDecode.samplingProblem).toBeUndefined();
     } finally {
       await inline.context.dispose();
       await offloaded.context.dispose();

@@ -119,6 +119,35 @@ describe("radixgate bench", () => {
 });
 
 describe("radixgate serve", () => {
+  it("warns at start, naming the reason, when a worker samples its tokens through node-llama-cpp's call", async () => {
+    const config = writeConfig("serve-sampling.yml", [
+      "server: { host: 127.0.0.1, port: 0, logLevel: info }",
+      "models:",
+      "  - { id: tiny, source: 'preset:tiny', workers: 1, slots: 2, contextSize: 1024, threads: 1 }",
+    ]);
+    const server = spawn(process.execPath, [BIN, "serve", "--config", config], {
+      cwd: dir,
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, RADIXGATE_NO_INLINE_SAMPLE: "1", PORT: "", RADIXGATE_POLICY: "" },
+    });
+    const exited = new Promise<number | null>((resolve) => server.once("exit", (code) => resolve(code)));
+    let out = "";
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.stdout!.on("data", (chunk: Buffer) => {
+          out += chunk.toString();
+          if (/Radixgate serving on/.test(out)) resolve();
+        });
+        void exited.then((code) => reject(new Error(`the server exited (${code}) before serving:\n${out}`)));
+      });
+      expect(out).toMatch(/"reason":"RADIXGATE_NO_INLINE_SAMPLE=1".*no inline sampling/);
+      expect(out).not.toMatch(/no inline decode/);
+    } finally {
+      server.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
+  });
+
   it("serves with the command line's port and policy, keeps them over a reload, and exits 0 on SIGTERM", async () => {
     const config = writeConfig("serve.yml", [
       "server: { host: 127.0.0.1, port: 8, logLevel: info }",

@@ -229,8 +229,9 @@ export type ComputePoolKind = "single-thread" | "persistent" | "per-step";
 
 /**
  * The compute pool's polling level unless a model sets one: its helpers sleep as soon as a
- * graph is done. llama.cpp's own default is 50; measured on the 2-core development box, it
- * decoded no faster, and kept a core spinning for about 160 ms after every request's last step.
+ * graph is done. llama.cpp's own default is 50; measured with a scratch client on the 2-core
+ * development box (docs/engine.md, "Compute threads"), it decoded no faster, and kept a core
+ * spinning for about 160 ms after every request's last step.
  */
 export const DEFAULT_THREAD_POLL = 0;
 
@@ -258,6 +259,8 @@ export interface LoadResult {
   inlineDecode?: boolean;
   /** Why they are not. */
   inlineDecodeProblem?: string;
+  /** Why the tokens of those steps are sampled through node-llama-cpp's asynchronous call instead of on the worker's thread. */
+  inlineSampleProblem?: string;
 }
 
 /** Worker -> host, on the generation's port. */

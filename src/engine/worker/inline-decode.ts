@@ -41,6 +41,8 @@ export interface InlineDecode {
   readonly on: boolean;
   /** Why not, when they are not. */
   readonly reason?: string;
+  /** Why the tokens of inline steps are sampled through node-llama-cpp's call instead, when they are. */
+  readonly samplingProblem?: string;
   /** Batches decoded on the worker's thread so far, and handed to node-llama-cpp's path; tokens sampled on the worker's thread. */
   readonly steps: { inline: number; handedOff: number; sampled: number };
 }
@@ -87,19 +89,21 @@ export function decodeStepsInline(context: LlamaContext, maxTokens: number): Inl
   };
   // The class's methods are read-only properties of its prototype: define this object's own.
   Object.defineProperty(addonContext, "decodeBatch", { value: decodeBatch, configurable: true });
-  sampleInline(addon, addonContext, steps);
-  return { on: true, steps };
+  const samplingProblem = sampleInline(addon, addonContext, steps);
+  return { on: true, steps, ...(samplingProblem === undefined ? {} : { samplingProblem }) };
 }
 
-/** Makes the context sample plain tokens on the calling thread, unless the addon cannot (an
- *  addon built before that part existed: node-llama-cpp's sampling stays, `steps.sampled` at 0). */
-function sampleInline(addon: ContextAddon, addonContext: AddonContextObject, steps: { sampled: number }): void {
-  if (addon.inlineSampler === undefined || process.env.RADIXGATE_NO_INLINE_SAMPLE === "1") return;
+/** Makes the context sample plain tokens on the calling thread; or why not (node-llama-cpp's
+ *  sampling then stays, `steps.sampled` at 0). */
+function sampleInline(addon: ContextAddon, addonContext: AddonContextObject, steps: { sampled: number }): string | undefined {
+  if (process.env.RADIXGATE_NO_INLINE_SAMPLE === "1") return "RADIXGATE_NO_INLINE_SAMPLE=1";
+  // An addon built before this part existed (its sources changed and scripts/build-native.mjs has not run since).
+  if (addon.inlineSampler === undefined) return "the llama-context addon predates inline sampling: run npm run build:native";
   let sampler: unknown;
   try {
     sampler = addon.inlineSampler(addonContext);
-  } catch {
-    return;
+  } catch (error) {
+    return (error as Error).message;
   }
   const sampleOnPool = addonContext.sampleToken.bind(addonContext);
   // Per token: no rest parameters (an array each call).
@@ -114,4 +118,5 @@ function sampleInline(addon: ContextAddon, addonContext: AddonContextObject, ste
     }
   };
   Object.defineProperty(addonContext, "sampleToken", { value: sampleToken, configurable: true });
+  return undefined;
 }

@@ -133,6 +133,7 @@ export class SlotEngine {
       ...(computePool.reason === undefined ? {} : { computePoolProblem: computePool.reason }),
       inlineDecode: inlineDecode.on,
       ...(inlineDecode.reason === undefined ? {} : { inlineDecodeProblem: inlineDecode.reason }),
+      ...(inlineDecode.samplingProblem === undefined ? {} : { inlineSampleProblem: inlineDecode.samplingProblem }),
     };
     return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, computePool, inlineDecode, loaded);
   }
