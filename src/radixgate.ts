@@ -191,7 +191,7 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
     } else if (info?.inlineSampleProblem !== undefined) {
       app.log.warn(
         { worker: worker.engine.id, reason: info.inlineSampleProblem },
-        "this worker samples each generated token through node-llama-cpp's thread hand-off (no inline sampling): 4-14 % fewer tokens/s on Q8_0 weights (npm run bench:engine-loop -- --weights Q8_0)",
+        "this worker samples each generated token through node-llama-cpp's thread hand-off (no inline sampling): 4-12 % fewer tokens/s on Q8_0 weights (npm run bench:engine-loop -- --weights Q8_0)",
       );
     }
   }
