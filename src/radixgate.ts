@@ -194,6 +194,12 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
         "this worker samples each generated token through node-llama-cpp's thread hand-off (no inline sampling): 4-12 % fewer tokens/s on Q8_0 weights (npm run bench:engine-loop -- --weights Q8_0)",
       );
     }
+    if (info?.inlineDecode === true && info.nativeGeneration === false) {
+      app.log.warn(
+        { worker: worker.engine.id, reason: info.nativeGenerationProblem },
+        'this worker generates every token through node-llama-cpp\'s per-token JavaScript (no generation loop): fewer tokens/s where decode steps are short, as on quantized weights (docs/engine.md, "Several steps per call")',
+      );
+    }
   }
   const loaded = fleet.workers.flatMap((worker) => (worker.engine.kind === "node-llama-cpp" && worker.engine.info ? [worker.engine.info] : []));
   const binaryAdvice = cpuBinaryAdvice(loaded, nativeBuildPresent());

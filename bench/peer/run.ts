@@ -256,9 +256,10 @@ const arms: ArmSpec[] = [
 ];
 // Decode throughput only: at one llama.cpp thread (the like-for-like single-thread point),
 // one worker with llama.cpp's helper threads made for every step, as node-llama-cpp runs
-// them without the compute thread pool (docs/engine.md, "Compute threads"), and one that
+// them without the compute thread pool (docs/engine.md, "Compute threads"), one that
 // hands every batch to node-llama-cpp's async decode instead of decoding its generation
-// steps on the worker's thread.
+// steps on the worker's thread, and one that generates every token through node-llama-cpp's
+// LlamaCompletion instead of the generation loop.
 const decodeOnlyArms: ArmSpec[] =
   THREADS === 1
     ? []
@@ -293,6 +294,15 @@ const decodeOnlyArms: ArmSpec[] =
           slotsPerWorker: SLOTS,
           threadsPerWorker: THREADS,
           env: { RADIXGATE_NO_INLINE_DECODE: "1" },
+        },
+        // Every token through node-llama-cpp's LlamaCompletion (docs/engine.md, "Several steps per call").
+        {
+          name: "radixgate-1w (no generation loop)",
+          kind: "radixgate",
+          workers: 1,
+          slotsPerWorker: SLOTS,
+          threadsPerWorker: THREADS,
+          env: { RADIXGATE_NO_NATIVE_GENERATION: "1" },
         },
       ];
 const allArms = [...arms, ...decodeOnlyArms];

@@ -20,6 +20,13 @@ inline napi_value Fail(napi_env env, const std::string& message) {
   return nullptr;
 }
 
+// A JavaScript number holding `value`.
+inline napi_value Int32Value(napi_env env, int32_t value) {
+  napi_value result;
+  napi_create_int32(env, value, &result);
+  return result;
+}
+
 inline bool EndsWith(const std::string& text, const char* suffix) {
   const size_t n = std::strlen(suffix);
   return text.size() >= n && text.compare(text.size() - n, n, suffix) == 0;

@@ -45,9 +45,7 @@ napi_value BatchTokens(napi_env env, napi_callback_info info) {
   auto* decoder = HandleArgument<Decoder>(env, info, "decoder");
   if (decoder == nullptr) return nullptr;
   const AddonContext* context = decoder->context;
-  napi_value result;
-  napi_create_int32(env, context->has_batch && !context->disposed ? context->batch.n_tokens : 0, &result);
-  return result;
+  return Int32Value(env, context->has_batch && !context->disposed ? context->batch.n_tokens : 0);
 }
 
 napi_value Decode(napi_env env, napi_callback_info info) {

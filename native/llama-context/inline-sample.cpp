@@ -98,9 +98,7 @@ napi_value Sample(napi_env env, napi_callback_info info) {
   } catch (...) {
     return Fail(env, "Unknown error when calling \"SampleToken\"");
   }
-  napi_value result;
-  napi_create_int32(env, token, &result);
-  return result;
+  return Int32Value(env, token);
 }
 
 }  // namespace

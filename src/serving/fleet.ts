@@ -61,7 +61,7 @@ export interface WorkerStatus {
   /** Finished generations by finish reason, across restarts. */
   finished: Record<FinishReason, number>;
   /** The llama.cpp it computes with, once loaded: backend, binary, CPU thread pool and inline decode (the last two embedded workers only). */
-  llama: { backend: string; binary: string; computePool: string | null; inlineDecode: boolean | null } | null;
+  llama: { backend: string; binary: string; computePool: string | null; inlineDecode: boolean | null; nativeGeneration: boolean | null } | null;
 }
 
 export interface FleetStatus {
@@ -73,7 +73,13 @@ export interface FleetStatus {
 /** What /health says about the llama.cpp a worker computes with; null before it loaded. */
 function llamaOf(info: LoadResult | undefined): WorkerStatus["llama"] {
   if (info === undefined) return null;
-  return { backend: info.backend, binary: info.binary, computePool: info.computePool ?? null, inlineDecode: info.inlineDecode ?? null };
+  return {
+    backend: info.backend,
+    binary: info.binary,
+    computePool: info.computePool ?? null,
+    inlineDecode: info.inlineDecode ?? null,
+    nativeGeneration: info.nativeGeneration ?? null,
+  };
 }
 
 export type EngineServices = Pick<LlamaServerEngineOptions, "toolCallGrammar">;

@@ -5,19 +5,23 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { readFileSync } from "node:fs";
-import { getLlama, LlamaLogLevel, type LlamaModel, type Token } from "node-llama-cpp";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Token } from "node-llama-cpp";
+import { describe, expect, it } from "vitest";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
 import { DEFAULT_THREAD_POLL } from "../../src/engine/wire/protocol.js";
 import { createBatchedContext } from "../../src/engine/worker/batched-context.js";
 import { CONTEXT_ADDON_DIR, type ContextAddon } from "../../src/engine/worker/context-addon.js";
-import { useTinyModel, useWorker } from "../helpers/tiny-worker.js";
+import { useLoadedModel, useTinyModel, useWorker } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
 
 const tiny = useTinyModel();
 
 describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (isolation) => {
-  const worker = useWorker(() => workerInit(tiny.path(), { workerId: `inline-${isolation}`, slots: 2, threads: 2 }), isolation);
+  // Plain requests generate in the native loop (native-generation.test.ts): this one keeps
+  // node-llama-cpp's steps, as requests with a grammar or probabilities do.
+  const worker = useWorker(() => workerInit(tiny.path(), { workerId: `inline-${isolation}`, slots: 2, threads: 2 }), isolation, {
+    RADIXGATE_NO_NATIVE_GENERATION: "1",
+  });
 
   it("decodes its generation steps on its own thread and hands the prompt's batch off", async () => {
     expect(worker().info?.inlineDecode, worker().info?.inlineDecodeProblem).toBe(true);
@@ -39,24 +43,12 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
 });
 
 describe("inline decode in one context", () => {
-  let model: LlamaModel;
-  let dispose: () => Promise<void>;
-  beforeAll(async () => {
-    const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
-    model = await llama.loadModel({ modelPath: tiny.path() });
-    dispose = async () => {
-      await model.dispose();
-      await llama.dispose();
-    };
-  });
-  afterAll(async () => {
-    await dispose?.();
-  });
+  const loaded = useLoadedModel(tiny.path);
 
   const open = async (env?: string) => {
     if (env !== undefined) process.env.RADIXGATE_NO_INLINE_DECODE = env;
     try {
-      return await createBatchedContext(model, {
+      return await createBatchedContext(loaded(), {
         slots: 2,
         contextSize: 512,
         batchSize: 64,
@@ -72,7 +64,7 @@ describe("inline decode in one context", () => {
   type Sampling = { temperature: number; seed?: number; topP?: number; topK?: number };
   const sampled = async (sequence: { evaluate: (tokens: Token[], options: Sampling) => AsyncGenerator<Token> }, count: number, sampling: Sampling) => {
     const out: Token[] = [];
-    const prompt = model.tokenize("Once upon a time, a small robot") as Token[];
+    const prompt = loaded().tokenize("Once upon a time, a small robot") as Token[];
     for await (const token of sequence.evaluate(prompt, sampling)) if (out.push(token) >= count) break;
     return out;
   };

@@ -119,7 +119,7 @@ describe("radixgate bench", () => {
 });
 
 describe("radixgate serve", () => {
-  it("warns at start, naming the reason, when a worker samples its tokens through node-llama-cpp's call", async () => {
+  it("warns at start, naming the reason, when a worker samples its tokens through node-llama-cpp's call or has no generation loop", async () => {
     const config = writeConfig("serve-sampling.yml", [
       "server: { host: 127.0.0.1, port: 0, logLevel: info }",
       "models:",
@@ -128,7 +128,7 @@ describe("radixgate serve", () => {
     const server = spawn(process.execPath, [BIN, "serve", "--config", config], {
       cwd: dir,
       stdio: ["ignore", "pipe", "inherit"],
-      env: { ...process.env, RADIXGATE_NO_INLINE_SAMPLE: "1", PORT: "", RADIXGATE_POLICY: "" },
+      env: { ...process.env, RADIXGATE_NO_INLINE_SAMPLE: "1", RADIXGATE_NO_NATIVE_GENERATION: "1", PORT: "", RADIXGATE_POLICY: "" },
     });
     const exited = new Promise<number | null>((resolve) => server.once("exit", (code) => resolve(code)));
     let out = "";
@@ -141,6 +141,7 @@ describe("radixgate serve", () => {
         void exited.then((code) => reject(new Error(`the server exited (${code}) before serving:\n${out}`)));
       });
       expect(out).toMatch(/"reason":"RADIXGATE_NO_INLINE_SAMPLE=1".*no inline sampling/);
+      expect(out).toMatch(/"reason":"RADIXGATE_NO_NATIVE_GENERATION=1".*no generation loop/);
       expect(out).not.toMatch(/no inline decode/);
     } finally {
       server.kill("SIGTERM");

@@ -81,7 +81,7 @@ describe("API keys, readiness and models", () => {
     expect(health.status).toBe(200);
     // Which llama.cpp each worker computes with: node-llama-cpp's npm binary here, or one built on this machine.
     const { workers } = (await health.json()) as {
-      workers: { llama: { backend: string; binary: string; compute_pool: string; inline_decode: boolean } | null }[];
+      workers: { llama: { backend: string; binary: string; compute_pool: string; inline_decode: boolean; native_generation: boolean } | null }[];
     };
     expect(workers).toHaveLength(2);
     for (const worker of workers) {
@@ -89,8 +89,10 @@ describe("API keys, readiness and models", () => {
         backend: "cpu",
         binary: expect.stringMatching(/^(prebuilt|localBuild)$/),
         compute_pool: expect.stringMatching(/^(single-thread|persistent|per-step)$/),
-        // The test run builds the llama-context addon, so generation steps run on the worker's thread.
+        // The test run builds the llama-context addon, so generation steps run on the worker's
+        // thread, and plain requests in the generation loop.
         inline_decode: true,
+        native_generation: true,
       });
     }
     const ready = await fetch(`${base}/ready`);

@@ -154,6 +154,10 @@ export interface WorkerStats {
   inlineSteps?: number;
   /** Generated tokens sampled on the worker's own thread (worker/inline-decode.ts). */
   inlineSamples?: number;
+  /** Calls into the generation loop (worker/native-generation.ts), the steps they ran and the tokens they sampled. */
+  nativeCalls?: number;
+  nativeSteps?: number;
+  nativeTokens?: number;
   /** Times the embedded engine's batch gate woke on its own to let a held step go (worker/batch-gate.ts): a sequence late past its wait limit; rare, never one per step. */
   gateWakeups?: number;
   /** KV states in the worker's store, and their bytes. */
@@ -261,6 +265,10 @@ export interface LoadResult {
   inlineDecodeProblem?: string;
   /** Why the tokens of those steps are sampled through node-llama-cpp's asynchronous call instead of on the worker's thread. */
   inlineSampleProblem?: string;
+  /** Whether plain requests generate several steps per call into native code (worker/native-generation.ts); engines other than node-llama-cpp leave it out. */
+  nativeGeneration?: boolean;
+  /** Why they do not. */
+  nativeGenerationProblem?: string;
 }
 
 /** Worker -> host, on the generation's port. */

@@ -2,13 +2,14 @@
 // step gated until each generating sequence has queued its token (batch-gate.ts), each batch
 // shared out by the local scheduler's rule (decode tokens first, then the prefill budget by
 // priority group: batch-priority.ts), a compute thread pool for as long as the context
-// lives (compute-pool.ts), and its generation steps decoded on the worker's own thread
-// (inline-decode.ts). The worker and `npm run bench:engine-loop` both build it here.
+// lives (compute-pool.ts), its generation steps decoded on the worker's own thread
+// (inline-decode.ts), and several steps per call for plain requests (native-generation.ts). The worker and `npm run bench:engine-loop` both build it here.
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { type BatchStats, countBatch, shareBatch } from "../../scheduler/batch-priority.js";
 import { BatchGate } from "./batch-gate.js";
 import { attachComputePool, type ComputePool } from "./compute-pool.js";
 import { decodeStepsInline, type InlineDecode } from "./inline-decode.js";
+import { NativeGeneration } from "./native-generation.js";
 
 export interface BatchedContextOptions {
   slots: number;
@@ -32,6 +33,8 @@ export interface BatchedContext {
   computePool: ComputePool;
   /** Whether its generation steps are decoded on the worker's thread, and how many were. */
   inlineDecode: InlineDecode;
+  /** Several generation steps per call for the requests that can take them, or why none. */
+  nativeGeneration: NativeGeneration | { problem: string };
 }
 
 export async function createBatchedContext(model: LlamaModel, options: BatchedContextOptions): Promise<BatchedContext> {
@@ -59,5 +62,9 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
   const inlineDecode = decodeStepsInline(context, options.slots);
   // Created once, in order: node-llama-cpp numbers sequences from 0 as they are created.
   const sequences = Array.from({ length: options.slots }, () => context.getSequence());
-  return { context, sequences, gate, batches, computePool, inlineDecode };
+  // Only with steps decoded on this thread: the loop must never decode beside node-llama-cpp's own.
+  const nativeGeneration = inlineDecode.on
+    ? NativeGeneration.create(context, model, batches)
+    : { problem: `steps are not decoded on the worker's thread (${inlineDecode.reason})` };
+  return { context, sequences, gate, batches, computePool, inlineDecode, nativeGeneration };
 }

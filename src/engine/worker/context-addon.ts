@@ -1,6 +1,7 @@
 // The llama-context addon (native/llama-context, built by scripts/build-native.mjs): what
 // Radixgate adds to a node-llama-cpp context from native code, its compute thread pool
-// (compute-pool.ts) and decoding and sampling on the worker's own thread (inline-decode.ts). Loaded once
+// (compute-pool.ts), decoding and sampling on the worker's own thread (inline-decode.ts) and
+// several generation steps per call (native-generation.ts). Loaded once
 // per thread or process, only when it was built for the installed node-llama-cpp and this
 // Node; otherwise the reason, for the worker to report.
 import { existsSync, readFileSync } from "node:fs";
@@ -27,6 +28,13 @@ export interface ContextAddon {
   inlineSampler?(addonContext: unknown): unknown;
   /** The token node-llama-cpp's sampler object picks from the logits at `batchLogitIndex`, accepted into its state; -1 when none. */
   sample(sampler: unknown, batchLogitIndex: number, addonSampler: unknown): number;
+  /** A handle that runs generation steps of up to `maxSequences` sequences of the context on the calling thread (absent from an addon built before it). */
+  generator?(addonContext: unknown, maxSequences: number): unknown;
+  /** A llama.cpp sampler chain as node-llama-cpp builds it for these settings (greedy at temperature 0). */
+  samplerChain?(generator: unknown, temperature: number, topP: number, topK: number, seed: number): unknown;
+  /** Runs steps until every sequence ended or `maxSteps` or `maxMs` is reached; the steps run
+   *  (native/llama-context/generate.cpp has the state layout). */
+  generate?(generator: unknown, chains: unknown[], state: Int32Array, out: Int32Array, maxSteps: number, maxMs: number, stopTokens: Int32Array): number;
 }
 
 interface AddonManifest {

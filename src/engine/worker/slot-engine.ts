@@ -50,6 +50,8 @@ import { modelFingerprint } from "./model-fingerprint.js";
 import { profileSequence } from "./profile.js";
 import { defaultStateDir, StateStore, type StateEntry } from "./state-store.js";
 import { StopSequenceFilter } from "./stop-sequences.js";
+import { type SpelledTokens, TokenSpeller } from "./token-speller.js";
+import type { NativeGeneration, NativeStop } from "./native-generation.js";
 
 /** What happened to a slot's old content and to spilled states before a request ran in it. */
 interface SlotPreparation {
@@ -74,6 +76,8 @@ export class SlotEngine {
     private readonly batches: BatchStats,
     private readonly computePool: ComputePool,
     private readonly inlineDecode: InlineDecode,
+    /** The generation loop, when this worker has one (native-generation.ts). */
+    private readonly native: NativeGeneration | undefined,
     readonly loaded: LoadResult,
   ) {}
 
@@ -91,7 +95,7 @@ export class SlotEngine {
       logLevel: LlamaLogLevel.warn,
     });
     const model = await llama.loadModel({ modelPath: init.modelPath, gpuLayers: init.gpu === false ? 0 : "auto" });
-    const { context, sequences, gate, batches, computePool, inlineDecode } = await createBatchedContext(model, {
+    const { context, sequences, gate, batches, computePool, inlineDecode, nativeGeneration } = await createBatchedContext(model, {
       slots: init.slots,
       contextSize: init.contextSize,
       batchSize: init.batchSize,
@@ -134,8 +138,25 @@ export class SlotEngine {
       inlineDecode: inlineDecode.on,
       ...(inlineDecode.reason === undefined ? {} : { inlineDecodeProblem: inlineDecode.reason }),
       ...(inlineDecode.samplingProblem === undefined ? {} : { inlineSampleProblem: inlineDecode.samplingProblem }),
+      nativeGeneration: !("problem" in nativeGeneration),
+      ...("problem" in nativeGeneration ? { nativeGenerationProblem: nativeGeneration.problem } : {}),
     };
-    return new SlotEngine(init, llama, model, context, sequences, completions, slots, store, gate, batches, computePool, inlineDecode, loaded);
+    return new SlotEngine(
+      init,
+      llama,
+      model,
+      context,
+      sequences,
+      completions,
+      slots,
+      store,
+      gate,
+      batches,
+      computePool,
+      inlineDecode,
+      "problem" in nativeGeneration ? undefined : nativeGeneration,
+      loaded,
+    );
   }
 
   /** Hot reload: the batching strategy reads the settings on every batch; the local scheduler is told. */
@@ -181,6 +202,7 @@ export class SlotEngine {
       ...this.batches,
       inlineSteps: this.inlineDecode.steps.inline,
       inlineSamples: this.inlineDecode.steps.sampled,
+      ...(this.native ? { nativeCalls: this.native.stats.calls, nativeSteps: this.native.stats.steps, nativeTokens: this.native.stats.tokens } : {}),
       gateWakeups: this.gate.wakeups,
       storedStates: this.store.size,
       storedBytes: this.store.bytes,
@@ -252,7 +274,6 @@ export class SlotEngine {
     const { slot, group } = grant;
     try {
       const sequence = this.sequences[slot]!;
-      const completion = this.completions[slot]!;
       const preparation = await this.prepareSlot(slot, tokens);
       // Cancelled while its slot was cleared or a state loaded: it never started ("done" follows).
       if (abort.signal.aborted) return cancelledInQueue(tokens.length, performance.now() - queuedAt);
@@ -291,45 +312,24 @@ export class SlotEngine {
         if (sent.length > 1) textGapsMs.push(at - lastPieceAt);
         lastPieceAt = at;
       };
-      this.gate.begin(slot);
-      let stopReason: string;
-      try {
-        ({
-          metadata: { stopReason },
-        } = await completion.generateCompletionWithMeta(withoutPrependedBos(this.model, tokens), {
-          maxTokens: sampling.maxTokens,
-          temperature: samplingTemperature(sampling.temperature),
-          topP: sampling.topP,
-          seed: sampling.seed,
-          repeatPenalty: repeatPenaltyOf(sampling),
-          grammar,
-          evaluationPriority: evaluationPriorityOf(group, this.init.local.priorityGroups),
-          signal: abort.signal,
-          stopOnAbortSignal: true,
-          // The host refuses prompts that do not fit; never shift (silently drop) context here.
-          disableContextShift: true,
-          // LlamaCompletion keeps only contextSize - contextShiftSize prompt tokens, even with
-          // shifting disabled (default 10% of the slot): a prompt that fits would silently lose
-          // its start. No room is needed for a shift that never happens.
-          contextShiftSize: 0,
-          onToken: (generated) => {
-            firstTokenAt ??= performance.now();
-            if (completionTokens === 0) firstChunkTokens = generated;
-            completionTokens += generated.length;
-            logprobs?.onReleased(generated);
-          },
-          ...(logprobs ? { onTokenProbabilities: (token: Token, probabilities: Map<Token, number>) => logprobs.onSampled(token, probabilities) } : {}),
-          // Called just after onToken, with the text of the same tokens.
-          onTextChunk: (chunk) => {
-            const text = firstChunkTokens === undefined ? chunk : this.model.detokenize(firstChunkTokens, false, tokens as Token[]);
-            firstChunkTokens = undefined;
-            emit(stops.push(text));
-            if (stops.stopped) abort.abort();
-          },
-        }));
-      } finally {
-        this.gate.end(slot);
-      }
+      // LlamaCompletion's callbacks: the tokens released, then their text.
+      const onToken = (generated: Token[]) => {
+        firstTokenAt ??= performance.now();
+        if (completionTokens === 0) firstChunkTokens = generated;
+        completionTokens += generated.length;
+        logprobs?.onReleased(generated);
+      };
+      // Called just after onToken, with the text of the same tokens.
+      const onTextChunk = (chunk: string) => {
+        const text = firstChunkTokens === undefined ? chunk : this.model.detokenize(firstChunkTokens, false, tokens as Token[]);
+        firstChunkTokens = undefined;
+        emit(stops.push(text));
+        if (stops.stopped) abort.abort();
+      };
+      const stopReason =
+        this.native !== undefined && grammar === undefined && logprobs === undefined && nativeSampling(sampling, tokens.length, this.context.contextSize)
+          ? await this.generateNatively(this.native, slot, tokens as Token[], sampling, group, abort.signal, onToken, onTextChunk)
+          : await this.generateWithCompletion(slot, tokens, sampling, group, grammar, abort, onToken, onTextChunk, logprobs);
       emit(stops.flush());
       const finishedAt = performance.now();
       return {
@@ -354,6 +354,125 @@ export class SlotEngine {
       this.slots.release(slot);
       send({ type: "done" });
       port.close();
+    }
+  }
+
+  /** A generation through node-llama-cpp's LlamaCompletion, token by token; its stop reason. */
+  private async generateWithCompletion(
+    slot: number,
+    tokens: readonly number[],
+    sampling: SamplingParams,
+    group: number,
+    grammar: LlamaGrammar | undefined,
+    abort: AbortController,
+    onToken: (tokens: Token[]) => void,
+    onTextChunk: (text: string) => void,
+    logprobs: LogprobRecorder | undefined,
+  ): Promise<string> {
+    this.gate.begin(slot);
+    try {
+      const { metadata } = await this.completions[slot]!.generateCompletionWithMeta(withoutPrependedBos(this.model, tokens), {
+        maxTokens: sampling.maxTokens,
+        temperature: samplingTemperature(sampling.temperature),
+        topP: sampling.topP,
+        seed: sampling.seed,
+        repeatPenalty: repeatPenaltyOf(sampling),
+        grammar,
+        evaluationPriority: evaluationPriorityOf(group, this.init.local.priorityGroups),
+        signal: abort.signal,
+        stopOnAbortSignal: true,
+        // The host refuses prompts that do not fit; never shift (silently drop) context here.
+        disableContextShift: true,
+        // LlamaCompletion keeps only contextSize - contextShiftSize prompt tokens, even with
+        // shifting disabled (default 10% of the slot): a prompt that fits would silently lose
+        // its start. No room is needed for a shift that never happens.
+        contextShiftSize: 0,
+        onToken,
+        ...(logprobs ? { onTokenProbabilities: (token: Token, probabilities: Map<Token, number>) => logprobs.onSampled(token, probabilities) } : {}),
+        onTextChunk,
+      });
+      return metadata.stopReason;
+    } finally {
+      this.gate.end(slot);
+    }
+  }
+
+  /**
+   * A generation whose first token node-llama-cpp samples after the prompt (in the batches it
+   * shares with the worker's other sequences) and whose other tokens come from the generation
+   * loop, several steps per call (native-generation.ts); its stop reason, as LlamaCompletion
+   * names them. Tokens and text reach the same callbacks, in LlamaCompletion's order.
+   */
+  private async generateNatively(
+    native: NativeGeneration,
+    slot: number,
+    prompt: Token[],
+    sampling: SamplingParams,
+    group: number,
+    signal: AbortSignal,
+    onToken: (tokens: Token[]) => void,
+    onTextChunk: (text: string) => void,
+  ): Promise<string> {
+    const sequence = this.sequences[slot]!;
+    const temperature = samplingTemperature(sampling.temperature);
+    // node-llama-cpp's defaults where the request sets none.
+    const topP = sampling.topP ?? 0.95;
+    const seed = sampling.seed ?? Math.floor(Date.now() / 1000);
+    const speller = new TokenSpeller(this.model, native.extraStopTokens);
+    const release = ({ tokens, text }: SpelledTokens) => {
+      if (tokens.length === 0) return;
+      onToken(tokens);
+      onTextChunk(text);
+    };
+    const finish = (stopReason: NativeStop) => {
+      release(speller.flush());
+      return stopReason;
+    };
+    const joined = native.announce();
+    try {
+      let first: Token | undefined;
+      this.gate.begin(slot);
+      try {
+        // As LlamaCompletion: keep what the slot holds of the prompt, but evaluate its last
+        // token again (its logits give the first token).
+        await sequence.adaptStateToTokens(prompt.slice(0, -1), false);
+        const evaluation = sequence.evaluate(prompt.slice(sequence.nextTokenIndex), {
+          temperature,
+          topP,
+          seed,
+          evaluationPriority: evaluationPriorityOf(group, this.init.local.priorityGroups),
+          yieldEogToken: true,
+        });
+        const step = await evaluation.next();
+        // Its sampler is freed; the token is not decoded (the loop decodes it first).
+        await evaluation.return();
+        first = step.done ? undefined : step.value;
+      } finally {
+        this.gate.end(slot);
+      }
+      if (first === undefined || speller.ends(first)) return "eogToken";
+      release(speller.push([first]));
+      if (signal.aborted) return finish("abort");
+      const maxTokens = Math.min(sampling.maxTokens, this.context.contextSize - prompt.length);
+      const run = native.run({
+        sequence,
+        sequenceId: slot,
+        firstToken: first,
+        // Each step decodes one token into the slot's cells: the last cell stays free, as node-llama-cpp keeps it.
+        budget: Math.min(maxTokens - 1, this.context.contextSize - 1 - sequence.nextTokenIndex),
+        temperature,
+        topP,
+        seed,
+        onTokens: (generated) => {
+          release(speller.push(generated));
+          return !signal.aborted;
+        },
+        cancelled: () => signal.aborted,
+      });
+      joined();
+      return finish(await run);
+    } finally {
+      joined();
     }
   }
 
@@ -489,6 +608,16 @@ function withoutPrependedBos(model: LlamaModel, tokens: readonly number[]): Toke
   const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
   // Token is a branded number in node-llama-cpp; these ids came from the same model's tokenizer.
   return (bos !== null && tokens[0] === bos ? tokens.slice(1) : tokens.slice()) as Token[];
+}
+
+/**
+ * Whether a request's sampling can run in the generation loop (native-generation.ts): no
+ * presence or frequency penalty (node-llama-cpp's penalty sampler is fed the completion's
+ * tokens from JavaScript at every token), and a prompt that leaves a cell to generate into.
+ * Grammars and token probabilities are the caller's to check.
+ */
+function nativeSampling(sampling: SamplingParams, promptTokens: number, contextSize: number): boolean {
+  return repeatPenaltyOf(sampling) === undefined && sampling.maxTokens >= 1 && promptTokens < contextSize - 1;
 }
 
 function finishReason(stopReason: string): FinishReason {

@@ -48,13 +48,15 @@ export function healthRoute(
           precision: worker.precision,
           url: worker.url ?? null,
           // The llama.cpp it computes with: backend, binary (an embedded worker's "prebuilt" from npm
-          // or "localBuild" compiled on this machine), CPU thread pool and whether generation steps are
-          // decoded on the worker's own thread; null until it loaded.
+          // or "localBuild" compiled on this machine), CPU thread pool, whether generation steps are
+          // decoded on the worker's own thread and whether plain requests generate several steps
+          // per call into native code; null until it loaded.
           llama: worker.llama && {
             backend: worker.llama.backend,
             binary: worker.llama.binary,
             compute_pool: worker.llama.computePool,
             inline_decode: worker.llama.inlineDecode,
+            native_generation: worker.llama.nativeGeneration,
           },
         };
       }),

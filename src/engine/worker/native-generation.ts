@@ -1,0 +1,257 @@
+// Several generation steps per call into native code, for the requests that need nothing of
+// node-llama-cpp's per-token machinery.
+//
+// Through node-llama-cpp 3.21.1, every generated token of every sequence passes through a
+// chain of JavaScript promises on the worker's thread (its batch formed, the sampler's
+// configuration resolved and applied again, the token handed back through an async generator
+// to LlamaCompletion, which detokenizes it and checks its stop triggers) before the next step
+// can start. On quantized weights a one-sequence step decodes in about a millisecond on a CPU
+// and that JavaScript took a fifth of a millisecond more (docs/engine.md, "Several steps per
+// call"). A request without a grammar, token probabilities or penalties is generated here
+// once its first token is out: the addon's loop (generate.cpp) decodes the pending token of
+// every such sequence of the worker in one batch and samples each sequence's next token with
+// its own llama.cpp sampler chain, step after step, for up to `maxMs`, and hands back the
+// tokens of all of those steps together. Between calls the event loop turns (the worker reads
+// its messages: a new request, a cancellation) and node-llama-cpp's own batches, a prompt's,
+// take the context lock in turn.
+//
+// The loop runs under node-llama-cpp's context lock ([context, "context"], the lock its
+// batches and token erases take), so it never decodes while another batch is decoded or its
+// logits sampled. node-llama-cpp's record of each sequence (its token list and next position,
+// private fields of 3.21.1's LlamaContextSequence) is advanced by what the loop decoded, so
+// its later erases, comparisons and state saves see the KV as it is.
+//
+// RADIXGATE_NO_NATIVE_GENERATION=1 keeps every request on LlamaCompletion. To drop this when
+// node-llama-cpp generates without per-token JavaScript: delete this file, its use in
+// slot-engine.ts and generate.cpp from the addon.
+import { isLockActive, withLock } from "lifecycle-utils";
+import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { BatchStats } from "../../scheduler/batch-priority.js";
+import { type ContextAddon, contextAddon } from "./context-addon.js";
+import { extraStopTokensOf } from "./token-speller.js";
+
+/** Fields per sequence in the state array the addon reads and writes (generate.cpp). */
+const STATE_FIELDS = 6;
+const PENDING = 1;
+const POSITION = 2;
+const BUDGET = 3;
+const ENDED = 4;
+const PRODUCED = 5;
+/** `ended`: an end-of-generation (or extra stop) token was sampled; the budget was spent. */
+const ENDED_STOP_TOKEN = 1;
+
+/** The longest one call into the loop runs before the worker's thread turns to its messages:
+ *  a request that arrives meanwhile waits at most this (plus a step) for its prompt to start. */
+export const CALL_MS = 4;
+/** Steps per call at most (the out array's width). */
+export const CALL_STEPS = 64;
+
+/** How a native generation ended: its end-of-generation token, its budget, or the caller. */
+export type NativeStop = "eogToken" | "maxTokens" | "abort";
+
+export interface NativeRun {
+  /** The sequence (llama.cpp's sequence id is `sequenceId`), holding the prompt, its first generated token not decoded. */
+  sequence: LlamaContextSequence;
+  sequenceId: number;
+  firstToken: Token;
+  /** Tokens it may still sample after the first (max tokens and the room left in its cells). */
+  budget: number;
+  temperature: number;
+  topP: number;
+  seed: number;
+  /** Called with the tokens of each call (the end-of-generation token, when sampled, left out);
+   *  return false to stop it. */
+  onTokens: (tokens: readonly Token[]) => boolean;
+  /** Checked before each call: true stops it ("abort"). */
+  cancelled: () => boolean;
+}
+
+interface ActiveRun {
+  run: NativeRun;
+  chain: unknown;
+  pending: number;
+  position: number;
+  budget: number;
+  finish: (stop: NativeStop) => void;
+  fail: (error: Error) => void;
+}
+
+/** node-llama-cpp's private record of a sequence's tokens (LlamaContextSequence of 3.21.1). */
+interface SequenceRecord {
+  _contextTokens: Token[];
+  _nextTokenIndex: number;
+}
+
+export interface NativeGenerationStats {
+  /** Calls into the loop, the steps they ran, the tokens they sampled. */
+  calls: number;
+  steps: number;
+  tokens: number;
+}
+
+export class NativeGeneration {
+  readonly stats: NativeGenerationStats = { calls: 0, steps: 0, tokens: 0 };
+  private readonly active: ActiveRun[] = [];
+  private pumping = false;
+  /** Requests on their way into the loop (their prompt and first token in node-llama-cpp's batches). */
+  private joining = 0;
+  private readonly out: Int32Array;
+
+  private constructor(
+    private readonly context: LlamaContext,
+    private readonly addon: ContextAddon & Required<Pick<ContextAddon, "generator" | "samplerChain" | "generate">>,
+    private readonly generator: unknown,
+    private readonly batches: BatchStats,
+    /** Tokens that end a completion besides the vocabulary's end-of-generation tokens. */
+    readonly extraStopTokens: ReadonlySet<number>,
+  ) {
+    this.out = new Int32Array(context.totalSequences * CALL_STEPS);
+    this.stopTokens = Int32Array.from(extraStopTokens);
+  }
+
+  private readonly stopTokens: Int32Array;
+
+  /** The loop for this context, or why there is none (the requests then stay on LlamaCompletion). */
+  static create(context: LlamaContext, model: LlamaModel, batches: BatchStats): NativeGeneration | { problem: string } {
+    if (process.env.RADIXGATE_NO_NATIVE_GENERATION === "1") return { problem: "RADIXGATE_NO_NATIVE_GENERATION=1" };
+    const found = contextAddon();
+    if ("problem" in found) return { problem: found.problem };
+    const { addon } = found;
+    if (addon.generator === undefined || addon.samplerChain === undefined || addon.generate === undefined)
+      return { problem: "the llama-context addon predates the generation loop: run npm run build:native" };
+    try {
+      // node-llama-cpp keeps its native context object here (a private field of 3.21.1's LlamaContext).
+      const generator = addon.generator((context as unknown as { _ctx: unknown })._ctx, context.totalSequences);
+      return new NativeGeneration(context, addon as NativeGeneration["addon"], generator, batches, extraStopTokensOf(model));
+    } catch (error) {
+      return { problem: (error as Error).message };
+    }
+  }
+
+  /**
+   * Call when a request that will run in the loop starts its prompt; call the result once it
+   * runs (or never will). While one is on its way, each call runs one step, so that it joins
+   * the others' steps as soon as its first token is out and its prompt's batches wait a step at
+   * most, as node-llama-cpp's batch gate holds a step for a sequence about to queue.
+   */
+  announce(): () => void {
+    this.joining++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.joining--;
+    };
+  }
+
+  /** Generates until the run's end-of-generation token, its budget or its caller stops it. */
+  run(run: NativeRun): Promise<NativeStop> {
+    return new Promise<NativeStop>((resolve, reject) => {
+      let chain: unknown;
+      try {
+        chain = this.addon.samplerChain(this.generator, run.temperature, run.topP, 40, run.seed >>> 0);
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      if (run.budget <= 0) {
+        resolve("maxTokens");
+        return;
+      }
+      this.active.push({
+        run,
+        chain,
+        pending: run.firstToken,
+        position: run.sequence.nextTokenIndex,
+        budget: run.budget,
+        finish: resolve,
+        fail: reject,
+      });
+      if (!this.pumping) void this.pump();
+    });
+  }
+
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    try {
+      while (this.active.length > 0) {
+        // The worker reads its messages (a new request, a cancellation) between calls.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        // The call is synchronous: with the lock free nothing can take it before the call ends.
+        if (isLockActive([this.context, "context"])) await withLock([this.context, "context"], () => this.call());
+        else this.call();
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** One call into the loop for every active run, then each run's tokens handed over. */
+  private call(): void {
+    for (let i = this.active.length - 1; i >= 0; i--) {
+      const active = this.active[i]!;
+      if (!active.run.cancelled()) continue;
+      this.active.splice(i, 1);
+      active.finish("abort");
+    }
+    const runs = this.active.slice();
+    if (runs.length === 0) return;
+    const state = new Int32Array(runs.length * STATE_FIELDS);
+    runs.forEach((active, i) => {
+      state.set([active.run.sequenceId, active.pending, active.position, active.budget, 0, 0], i * STATE_FIELDS);
+    });
+    let decodeFailure: Error | undefined;
+    let steps = 0;
+    try {
+      steps = this.addon.generate(
+        this.generator,
+        runs.map((active) => active.chain),
+        state,
+        this.out,
+        this.joining > 0 ? 1 : CALL_STEPS,
+        CALL_MS,
+        this.stopTokens,
+      );
+    } catch (error) {
+      decodeFailure = error as Error;
+    }
+    this.stats.calls++;
+    this.stats.steps += steps;
+    // The worker's batch counters cover every decode step, the loop's too.
+    this.batches.steps += steps;
+    runs.forEach((active, i) => {
+      const at = i * STATE_FIELDS;
+      const produced = state[at + PRODUCED]!;
+      const sampled = Array.from(this.out.subarray(i * CALL_STEPS, i * CALL_STEPS + produced)) as Token[];
+      this.stats.tokens += produced;
+      this.batches.decodeTokens += produced;
+      // Each step decoded the run's pending token (into the KV) and sampled the next.
+      if (produced > 0) {
+        const decoded = [active.pending as Token, ...sampled.slice(0, -1)];
+        const record = active.run.sequence as unknown as SequenceRecord;
+        record._contextTokens.push(...decoded);
+        record._nextTokenIndex += decoded.length;
+      }
+      active.pending = state[at + PENDING]!;
+      active.position = state[at + POSITION]!;
+      active.budget = state[at + BUDGET]!;
+      const ended = state[at + ENDED]!;
+      const endedOnStopToken = ended === ENDED_STOP_TOKEN;
+      const text = endedOnStopToken ? sampled.slice(0, -1) : sampled;
+      let goOn = true;
+      let failure = decodeFailure;
+      if (failure === undefined && text.length > 0) {
+        try {
+          goOn = active.run.onTokens(text);
+        } catch (error) {
+          failure = error as Error;
+        }
+      }
+      const stop: NativeStop | undefined = endedOnStopToken ? "eogToken" : ended !== 0 ? "maxTokens" : goOn ? undefined : "abort";
+      if (failure === undefined && stop === undefined) return;
+      this.active.splice(this.active.indexOf(active), 1);
+      if (failure !== undefined) active.fail(failure);
+      else active.finish(stop!);
+    });
+  }
+}
