@@ -3,14 +3,16 @@
 // LlamaCompletion gives them (a worker started with RADIXGATE_NO_NATIVE_GENERATION=1), stop
 // sequences and cancellation included, several sequences sharing each step, and the requests
 // the loop cannot serve (a grammar, token probabilities, penalties) left on LlamaCompletion.
+import type { Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerationResult } from "../../src/contract/generation.js";
 import type { SamplingParams } from "../../src/contract/sampling.js";
 import type { Isolation, WorkerHandle } from "../../src/engine/host/worker-handle.js";
-import { startWorker, useTinyModel } from "../helpers/tiny-worker.js";
+import { startWorker, useLoadedModel, useTinyModel } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
 
 const tiny = useTinyModel();
+const loaded = useLoadedModel(tiny.path);
 const greedy = (maxTokens: number, stop: string[] = []): SamplingParams => ({ temperature: 0, stop, maxTokens });
 
 describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (isolation) => {
@@ -76,6 +78,13 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
     // (Not compared with LlamaCompletion's text: which sequences share a step changes the
     // matrix kernels llama.cpp picks, and so the last bits of the logits, on either path.)
     expect(together.map((result) => result.completionTokens)).toEqual([200, 200, 200]);
+    // Each text is what its slot holds (every generated token but the last), spelled after its
+    // prompt: the text of one sequence's tokens, not another's or an earlier call's.
+    together.forEach((result, i) => {
+      const held = result.heldAnswerTokens as Token[];
+      expect(held).toHaveLength(199);
+      expect(result.text.startsWith(loaded().detokenize(held, false, Array.from(prompts[i]!) as Token[]))).toBe(true);
+    });
     const tokens = after.nativeTokens! - before.nativeTokens!;
     const steps = after.nativeSteps! - before.nativeSteps!;
     // Three sequences of 199 loop tokens each. Each joins the loop's steps at its next call

@@ -100,11 +100,13 @@ export class BatchGate {
     this.check();
   };
 
-  /** Call when a batch starts (from the batch's prioritization strategy, before it takes the items). */
-  batchStarted(): void {
+  /** Call when a batch starts (from the batch's prioritization strategy, before it takes the
+   *  items); the sequences queued for it (none known from an unpatched node-llama-cpp). */
+  batchStarted(): ReadonlySet<number> {
     // One set, refilled: this runs at every decode step.
     this.inLastBatch.clear();
     if (this.queued) for (const slot of this.queued) this.inLastBatch.add(slot);
+    return this.inLastBatch;
   }
 
   /**

@@ -39,6 +39,8 @@ export interface BatchedContext {
 
 export async function createBatchedContext(model: LlamaModel, options: BatchedContextOptions): Promise<BatchedContext> {
   const gate = new BatchGate();
+  // Told when each of node-llama-cpp's batches starts (set once the context exists).
+  let nativeGeneration: NativeGeneration | { problem: string } | undefined;
   const batches: BatchStats = { steps: 0, decodeTokens: 0, prefillTokens: 0 };
   const context = await model.createContext({
     sequences: options.slots,
@@ -49,7 +51,8 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
     batching: {
       dispatchSchedule: gate.schedule,
       itemPrioritizationStrategy: ({ items, size }) => {
-        gate.batchStarted();
+        const sequences = gate.batchStarted();
+        if (nativeGeneration !== undefined && !("problem" in nativeGeneration)) nativeGeneration.batchStarted(sequences);
         const shares = shareBatch(items, size, options.chunkTokens());
         countBatch(batches, shares);
         return shares;
@@ -63,8 +66,9 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
   // Created once, in order: node-llama-cpp numbers sequences from 0 as they are created.
   const sequences = Array.from({ length: options.slots }, () => context.getSequence());
   // Only with steps decoded on this thread: the loop must never decode beside node-llama-cpp's own.
-  const nativeGeneration = inlineDecode.on
+  const loop = inlineDecode.on
     ? NativeGeneration.create(context, model, batches)
     : { problem: `steps are not decoded on the worker's thread (${inlineDecode.reason})` };
-  return { context, sequences, gate, batches, computePool, inlineDecode, nativeGeneration };
+  nativeGeneration = loop;
+  return { context, sequences, gate, batches, computePool, inlineDecode, nativeGeneration: loop };
 }

@@ -43,6 +43,9 @@ const ENDED_STOP_TOKEN = 1;
 /** The longest one call into the loop runs before the worker's thread turns to its messages:
  *  a request that arrives meanwhile waits at most this (plus a step) for its prompt to start. */
 export const CALL_MS = 4;
+/** The longest the loop waits for an arriving request's prompt to go into a batch (it takes a
+ *  few event-loop turns; a request held up longer, by a state load say, is not waited for). */
+export const JOIN_WAIT_MS = 20;
 /** Steps per call at most (the out array's width). */
 export const CALL_STEPS = 64;
 
@@ -95,6 +98,9 @@ export class NativeGeneration {
   private pumping = false;
   /** Requests on their way into the loop (their prompt and first token in node-llama-cpp's batches). */
   private joining = 0;
+  /** Of those, the slots whose prompt has not gone into a batch yet. */
+  private readonly undispatched = new Set<number>();
+  private wake: (() => void) | undefined;
   private readonly out: Int32Array;
 
   private constructor(
@@ -129,19 +135,50 @@ export class NativeGeneration {
   }
 
   /**
-   * Call when a request that will run in the loop starts its prompt; call the result once it
-   * runs (or never will). While one is on its way, each call runs one step, so that it joins
-   * the others' steps as soon as its first token is out and its prompt's batches wait a step at
-   * most, as node-llama-cpp's batch gate holds a step for a sequence about to queue.
+   * Call when a request that will run in the loop, in `slot`, starts its prompt; call the result
+   * once it runs (or never will). Until its prompt goes into one of node-llama-cpp's batches the
+   * loop waits (at most JOIN_WAIT_MS): each call would otherwise take a step's time from every
+   * turn of the event loop the request needs on its way there (reading it, its slot, its
+   * prompt queued, the batch gate's turn). After that, while it is still on its way (its prompt
+   * and first token in node-llama-cpp's batches), each call runs one step, so that the
+   * prompt's batches wait a step at most and it joins the others' steps as soon as its first
+   * token is out.
    */
-  announce(): () => void {
+  announce(slot: number): () => void {
     this.joining++;
+    this.undispatched.add(slot);
     let done = false;
     return () => {
       if (done) return;
       done = true;
       this.joining--;
+      this.dispatched([slot]);
     };
+  }
+
+  /** Call when node-llama-cpp starts a batch, with the sequences in it. */
+  batchStarted(slots: Iterable<number>): void {
+    this.dispatched(slots);
+  }
+
+  private dispatched(slots: Iterable<number>): void {
+    for (const slot of slots) this.undispatched.delete(slot);
+    if (this.undispatched.size === 0) this.wake?.();
+  }
+
+  /** Resolves once every announced request's prompt went into a batch, or after `ms` (then they count as gone in). */
+  private untilDispatched(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.undispatched.clear();
+        this.wake?.();
+      }, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+    });
   }
 
   /** Generates until the run's end-of-generation token, its budget or its caller stops it. */
@@ -177,6 +214,7 @@ export class NativeGeneration {
       while (this.active.length > 0) {
         // The worker reads its messages (a new request, a cancellation) between calls.
         await new Promise<void>((resolve) => setImmediate(resolve));
+        if (this.undispatched.size > 0) await this.untilDispatched(JOIN_WAIT_MS);
         // The call is synchronous: with the lock free nothing can take it before the call ends.
         if (isLockActive([this.context, "context"])) await withLock([this.context, "context"], () => this.call());
         else this.call();
@@ -200,6 +238,8 @@ export class NativeGeneration {
     runs.forEach((active, i) => {
       state.set([active.run.sequenceId, active.pending, active.position, active.budget, 0, 0], i * STATE_FIELDS);
     });
+    // Also the out array's stride: sequence i's tokens are at out[i * maxSteps ...].
+    const maxSteps = this.joining > 0 ? 1 : CALL_STEPS;
     let decodeFailure: Error | undefined;
     let steps = 0;
     try {
@@ -208,7 +248,7 @@ export class NativeGeneration {
         runs.map((active) => active.chain),
         state,
         this.out,
-        this.joining > 0 ? 1 : CALL_STEPS,
+        maxSteps,
         CALL_MS,
         this.stopTokens,
       );
@@ -222,7 +262,7 @@ export class NativeGeneration {
     runs.forEach((active, i) => {
       const at = i * STATE_FIELDS;
       const produced = state[at + PRODUCED]!;
-      const sampled = Array.from(this.out.subarray(i * CALL_STEPS, i * CALL_STEPS + produced)) as Token[];
+      const sampled = Array.from(this.out.subarray(i * maxSteps, i * maxSteps + produced)) as Token[];
       this.stats.tokens += produced;
       this.batches.decodeTokens += produced;
       // Each step decoded the run's pending token (into the KV) and sampled the next.

@@ -428,7 +428,7 @@ export class SlotEngine {
       release(speller.flush());
       return stopReason;
     };
-    const joined = native.announce();
+    const joined = native.announce(slot);
     try {
       let first: Token | undefined;
       this.gate.begin(slot);
