@@ -3,7 +3,8 @@
 // shared out by the local scheduler's rule (decode tokens first, then the prefill budget by
 // priority group: batch-priority.ts), a compute thread pool for as long as the context
 // lives (compute-pool.ts), its generation steps decoded on the worker's own thread
-// (inline-decode.ts), and several steps per call for plain requests (native-generation.ts). The worker and `npm run bench:engine-loop` both build it here.
+// (inline-decode.ts), and several steps per call for plain requests (native-generation.ts).
+// The worker and `npm run bench:engine-loop` both build it here.
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { type BatchStats, countBatch, shareBatch } from "../../scheduler/batch-priority.js";
 import { BatchGate } from "./batch-gate.js";
