@@ -62,18 +62,17 @@ export interface NativeRun {
   temperature: number;
   topP: number;
   seed: number;
-  /** Called with the tokens of each call (the end-of-generation token, when sampled, left out);
-   *  return false to stop it. */
-  onTokens: (tokens: readonly Token[]) => boolean;
-  /** Checked before each call: true stops it ("abort"). */
+  /** Called with the tokens of each call (the end-of-generation token, when sampled, left out). */
+  onTokens: (tokens: readonly Token[]) => void;
+  /** Checked before each call and after each delivery (a stop sequence found in the text): true stops it ("abort"). */
   cancelled: () => boolean;
 }
 
 interface ActiveRun {
   run: NativeRun;
   chain: unknown;
+  /** The sampled token not decoded yet (its position is the sequence's next token index). */
   pending: number;
-  position: number;
   budget: number;
   finish: (stop: NativeStop) => void;
   fail: (error: Error) => void;
@@ -199,7 +198,6 @@ export class NativeGeneration {
         run,
         chain,
         pending: run.firstToken,
-        position: run.sequence.nextTokenIndex,
         budget: run.budget,
         finish: resolve,
         fail: reject,
@@ -236,7 +234,11 @@ export class NativeGeneration {
     if (runs.length === 0) return;
     const state = new Int32Array(runs.length * STATE_FIELDS);
     runs.forEach((active, i) => {
-      state.set([active.run.sequenceId, active.pending, active.position, active.budget, 0, 0], i * STATE_FIELDS);
+      const at = i * STATE_FIELDS;
+      state[at] = active.run.sequenceId;
+      state[at + PENDING] = active.pending;
+      state[at + POSITION] = active.run.sequence.nextTokenIndex;
+      state[at + BUDGET] = active.budget;
     });
     // Also the out array's stride: sequence i's tokens are at out[i * maxSteps ...].
     const maxSteps = this.joining > 0 ? 1 : CALL_STEPS;
@@ -273,21 +275,19 @@ export class NativeGeneration {
         record._nextTokenIndex += decoded.length;
       }
       active.pending = state[at + PENDING]!;
-      active.position = state[at + POSITION]!;
       active.budget = state[at + BUDGET]!;
       const ended = state[at + ENDED]!;
       const endedOnStopToken = ended === ENDED_STOP_TOKEN;
       const text = endedOnStopToken ? sampled.slice(0, -1) : sampled;
-      let goOn = true;
       let failure = decodeFailure;
       if (failure === undefined && text.length > 0) {
         try {
-          goOn = active.run.onTokens(text);
+          active.run.onTokens(text);
         } catch (error) {
           failure = error as Error;
         }
       }
-      const stop: NativeStop | undefined = endedOnStopToken ? "eogToken" : ended !== 0 ? "maxTokens" : goOn ? undefined : "abort";
+      const stop: NativeStop | undefined = endedOnStopToken ? "eogToken" : ended !== 0 ? "maxTokens" : active.run.cancelled() ? "abort" : undefined;
       if (failure === undefined && stop === undefined) return;
       this.active.splice(this.active.indexOf(active), 1);
       if (failure !== undefined) active.fail(failure);

@@ -463,10 +463,8 @@ export class SlotEngine {
         temperature,
         topP,
         seed,
-        onTokens: (generated) => {
-          release(speller.push(generated));
-          return !signal.aborted;
-        },
+        // A stop sequence in the text aborts the signal too (onTextChunk).
+        onTokens: (generated) => release(speller.push(generated)),
         cancelled: () => signal.aborted,
       });
       joined();
