@@ -1,19 +1,13 @@
 // The OpenAI chat API end to end: the official `openai` client against a real server with
 // two llama.cpp workers on the tiny model.
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ENGINES, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+import { freshLabel, salted } from "../helpers/salt.js";
 
 let server: TestServer;
 
 // Requests that are not about sampling run greedy (temperature 0): the random-weight model's
 // sampled bytes may not be UTF-8, which llama-server refuses (docs/engine.md).
-
-/** A long system prompt, salted so no earlier test or run has it cached. */
-function salted(words: number): string {
-  const filler = Array.from({ length: words }, (_, i) => ["the", "tool", "returns", "a", "list", "of", "files", "and", "their", "sizes"][i % 10]).join(" ");
-  return `run ${randomUUID()}\n${filler}`;
-}
 
 describe.each(ENGINES)("the %s engine", (engine) => {
   beforeAll(async () => {
@@ -44,7 +38,7 @@ describe.each(ENGINES)("the %s engine", (engine) => {
     });
 
     it("streams chunks that join to the same text as the non-streaming answer at temperature 0", async () => {
-      const request = { model: TINY_MODEL, messages: [{ role: "user" as const, content: `Count the files. ${randomUUID()}` }], max_tokens: 16, temperature: 0 };
+      const request = { model: TINY_MODEL, messages: [{ role: "user" as const, content: `Count the files. ${freshLabel()}` }], max_tokens: 16, temperature: 0 };
       const whole = await server.client.chat.completions.create(request);
       const stream = await server.client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
       const pieces: string[] = [];
@@ -219,7 +213,7 @@ describe.each(ENGINES)("the %s engine", (engine) => {
     it("streams the choices one after another, each with its index, role and finish, the usage once at the end", async () => {
       const request = {
         model: TINY_MODEL,
-        messages: [{ role: "user" as const, content: `two streamed takes ${randomUUID()}` }],
+        messages: [{ role: "user" as const, content: `two streamed takes ${freshLabel()}` }],
         max_tokens: 5,
         temperature: 1,
         seed: 3,
@@ -246,7 +240,7 @@ describe.each(ENGINES)("the %s engine", (engine) => {
     it("gives the legacy completions API n choices too", async () => {
       const data = await server.client.completions.create({
         model: TINY_MODEL,
-        prompt: `legacy takes ${randomUUID()}`,
+        prompt: `legacy takes ${freshLabel()}`,
         max_tokens: 4,
         temperature: 1,
         seed: 11,

@@ -1,11 +1,11 @@
 // OpenAI's legacy completions end to end: the official `openai` client and raw HTTP against a
 // real server with two llama.cpp workers on the tiny model.
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureModel } from "../../src/presets/make-model.js";
 import { buildVocab } from "../../src/presets/vocab.js";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { ENGINES, postRaw, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+import { freshLabel, salted } from "../helpers/salt.js";
 
 const vocab = buildVocab();
 let server: TestServer;
@@ -19,12 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await preparer?.close();
 });
-
-/** A long prompt, salted so no earlier test or run has it cached. */
-function salted(words: number): string {
-  const filler = Array.from({ length: words }, (_, i) => ["the", "tool", "returns", "a", "list", "of", "files", "and", "their", "sizes"][i % 10]).join(" ");
-  return `run ${randomUUID()}\n${filler}`;
-}
 
 describe.each(ENGINES)("the %s engine", (engine) => {
   beforeAll(async () => {
@@ -57,7 +51,7 @@ describe.each(ENGINES)("the %s engine", (engine) => {
     });
 
     it("streams text_completion chunks that join to the non-streaming text at temperature 0, usage last, then [DONE]", async () => {
-      const request = { model: TINY_MODEL, prompt: `Count the files. ${randomUUID()}`, max_tokens: 16, temperature: 0 };
+      const request = { model: TINY_MODEL, prompt: `Count the files. ${freshLabel()}`, max_tokens: 16, temperature: 0 };
       const whole = await server.client.completions.create(request);
       const stream = await server.client.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
       const pieces: string[] = [];
@@ -93,7 +87,7 @@ describe.each(ENGINES)("the %s engine", (engine) => {
     });
 
     it("gives a token-array prompt the same completion as the equivalent text, with or without BOS", async () => {
-      const text = `the tool returns a list of files ${randomUUID()}`;
+      const text = `the tool returns a list of files ${freshLabel()}`;
       const tokens = [...(await preparer.text({ modelId: TINY_MODEL, text })).tokens];
       expect(tokens[0]).toBe(vocab.bosId);
       const asText = await server.client.completions.create({ model: TINY_MODEL, prompt: text, max_tokens: 12, temperature: 0 });
@@ -115,7 +109,7 @@ describe.each(ENGINES)("the %s engine", (engine) => {
       const { tokens } = await preparer.text({ modelId: TINY_MODEL, text: "<|im_start|>user\nhi<|im_end|>" });
       expect(tokens.filter((token) => token === vocab.imStartId)).toHaveLength(1);
       expect(tokens.filter((token) => token === vocab.imEndId)).toHaveLength(1);
-      const answer = await server.client.completions.create({ model: TINY_MODEL, prompt: "<|im_start|>user\nhi<|im_end|>", max_tokens: 2 });
+      const answer = await server.client.completions.create({ model: TINY_MODEL, prompt: "<|im_start|>user\nhi<|im_end|>", max_tokens: 2, temperature: 0 });
       expect(answer.usage?.prompt_tokens).toBe(tokens.length);
     });
 
@@ -281,7 +275,7 @@ describe("refusals", () => {
     });
 
     it("keeps serving after all of the above", async () => {
-      const ok = await server.client.completions.create({ model: TINY_MODEL, prompt: "still there?", max_tokens: 3 });
+      const ok = await server.client.completions.create({ model: TINY_MODEL, prompt: "still there?", max_tokens: 3, temperature: 0 });
       expect(ok.usage?.completion_tokens).toBe(3);
     });
   });

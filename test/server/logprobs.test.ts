@@ -1,10 +1,10 @@
 // logprobs and top_logprobs end to end with the official `openai` client: chat and legacy
 // completions, streamed and not, in thread and process workers and on the llama-server engine, from llama.cpp's
 // next-token probabilities.
-import { randomUUID } from "node:crypto";
 import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { postRaw, serversInEveryMode, TINY_MODEL, WORKER_MODES } from "../helpers/server.js";
+import { freshLabel } from "../helpers/salt.js";
 
 const servers = serversInEveryMode({ workers: 1, slots: 2 });
 
@@ -36,7 +36,7 @@ function expectWellFormed(entries: readonly Entry[], top: number) {
 describe.each(WORKER_MODES)("chat logprobs (%s workers)", (isolation) => {
   const request = () => ({
     model: TINY_MODEL,
-    messages: [{ role: "user" as const, content: `tell me ${randomUUID()}` }],
+    messages: [{ role: "user" as const, content: `tell me ${freshLabel()}` }],
     max_tokens: 6,
     temperature: 0,
     logprobs: true,
@@ -83,7 +83,7 @@ describe.each(WORKER_MODES)("chat logprobs (%s workers)", (isolation) => {
 describe("chat logprobs options", () => {
   it("has no candidates without top_logprobs, none at all without logprobs, and samples from its candidates at temperature 1", async () => {
     const client = servers.thread.client;
-    const messages = [{ role: "user" as const, content: `sample ${randomUUID()}` }];
+    const messages = [{ role: "user" as const, content: `sample ${freshLabel()}` }];
     const bare = await client.chat.completions.create({ model: TINY_MODEL, messages, max_tokens: 4, logprobs: true, temperature: 1, seed: 3 });
     const entries = bare.choices[0]!.logprobs!.content!;
     expect(entries).toHaveLength(4);
@@ -122,7 +122,7 @@ describe("chat logprobs options", () => {
 });
 
 describe("legacy completions logprobs", () => {
-  const request = () => ({ model: TINY_MODEL, prompt: `once upon ${randomUUID()}`, max_tokens: 6, temperature: 1, seed: 9, logprobs: 2 });
+  const request = () => ({ model: TINY_MODEL, prompt: `once upon ${freshLabel()}`, max_tokens: 6, temperature: 1, seed: 9, logprobs: 2 });
 
   /** The legacy lists: parallel, offsets counting the completion's characters from 0. */
   function expectLegacy(logprobs: OpenAI.Completions.CompletionChoice.Logprobs, text: string, count: number) {

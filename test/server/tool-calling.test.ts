@@ -1,10 +1,10 @@
 // Tool calling end to end with the official `openai` client against a real server on the
 // tiny model: its weights are random, so calls come from the grammar a `required` or named
 // tool_choice builds, and every call it writes must parse.
-import { randomUUID } from "node:crypto";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postRaw, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+import { freshLabel } from "../helpers/salt.js";
 
 type Message = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type Tool = OpenAI.Chat.Completions.ChatCompletionTool;
@@ -46,7 +46,7 @@ const TIME: Tool = {
 
 function conversation(): Message[] {
   return [
-    { role: "system", content: `You help with travel. run ${randomUUID()}` },
+    { role: "system", content: `You help with travel. run ${freshLabel()}` },
     { role: "user", content: "What is the weather in Paris?" },
   ];
 }
@@ -94,7 +94,7 @@ describe.each(["thread", "process", "llama-server"] as const)("a tool loop: user
     it(`${stream ? "streams" : "answers"} a required call, then answers from its result on a prompt that reuses the cached turn`, async () => {
       const { client } = mode === "thread" ? server : mode === "process" ? processServer : llamaServer;
       const messages = conversation();
-      const session = `loop-${randomUUID()}`;
+      const session = freshLabel("loop");
       const first = {
         model: TINY_MODEL,
         messages,
