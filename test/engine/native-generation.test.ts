@@ -3,11 +3,14 @@
 // LlamaCompletion gives them (a worker started with RADIXGATE_NO_NATIVE_GENERATION=1), stop
 // sequences and cancellation included, several sequences sharing each step, and the requests
 // the loop cannot serve (a grammar, token probabilities, penalties) left on LlamaCompletion.
+import { Worker } from "node:worker_threads";
 import type { Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerationResult } from "../../src/contract/generation.js";
 import type { SamplingParams } from "../../src/contract/sampling.js";
 import type { Isolation, WorkerHandle } from "../../src/engine/host/worker-handle.js";
+import { DEFAULT_THREAD_POLL } from "../../src/engine/wire/protocol.js";
+import { createBatchedContext } from "../../src/engine/worker/batched-context.js";
 import { startWorker, useLoadedModel, useTinyModel } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
 
@@ -56,6 +59,8 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
     const [ours, theirs] = await both("stop", "name three rivers and describe them", greedy(80, [word]));
     expect(ours.finishReason).toBe("stop");
     expect(ours.text).toBe(theirs.text);
+    // Counted to the token that completed the stop sequence, not to the end of the loop's call.
+    expect(ours.completionTokens).toBe(theirs.completionTokens);
     expect(ours.text).not.toContain(word);
     expect(ours.completionTokens).toBeLessThan(plain.completionTokens);
   });
@@ -109,6 +114,41 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
     expect(ours.text).toBe(theirs.text);
   });
 
+  it("runs long calls while its every generation is in the loop (a thread worker), ended by the host's messages", async () => {
+    const tokens = await tiny.prompt("count to a thousand, slowly");
+    const before = await native.stats();
+    let done = false;
+    const running = native.generate("quiet", tokens, greedy(600)).finally(() => (done = true));
+    // Each of these messages raises the worker's attention word.
+    while (!done) await native.stats();
+    expect((await running).completionTokens).toBe(600);
+    const after = await native.stats();
+    const quiet = after.nativeQuietCalls! - before.nativeQuietCalls!;
+    if (isolation === "process") {
+      // No word shared with a process: its calls stay short.
+      expect(quiet).toBe(0);
+      return;
+    }
+    expect(quiet).toBeGreaterThan(0);
+    expect(after.nativeInterruptedCalls! - before.nativeInterruptedCalls!).toBeGreaterThan(0);
+  });
+
+  it("keeps its calls short while a request beside the loop runs on LlamaCompletion", async () => {
+    const before = await native.stats();
+    let started!: () => void;
+    const besideStarted = new Promise<void>((resolve) => (started = resolve));
+    // Token probabilities keep it on LlamaCompletion: each of its tokens needs a batch between the loop's calls.
+    const beside = native.generate("beside", await tiny.prompt("list every colour you know"), { ...greedy(400), logprobs: 1 }, { onText: () => started() });
+    await besideStarted;
+    const inLoop = await native.generate("in-loop", await tiny.prompt("count to fifty"), greedy(60));
+    const besideResult = await beside;
+    const after = await native.stats();
+    expect([inLoop.completionTokens, besideResult.completionTokens]).toEqual([60, 400]);
+    expect(after.nativeTokens! - before.nativeTokens!).toBe(59);
+    // (The loop's run ended long before the other's 400 tokens: it never ran alone.)
+    expect(after.nativeQuietCalls! - before.nativeQuietCalls!).toBe(0);
+  });
+
   it("leaves requests with a grammar or token probabilities on LlamaCompletion", async () => {
     const tokens = await tiny.prompt("answer in json");
     const before = await native.stats();
@@ -118,5 +158,71 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
     const after = await native.stats();
     expect([json, probabilities, penalised].map((result) => result.completionTokens > 0)).toEqual([true, true, true]);
     expect(after.nativeTokens).toBe(before.nativeTokens);
+  });
+});
+
+describe("the loop's calls in the worker's thread", () => {
+  const open = (attention?: Int32Array) =>
+    createBatchedContext(loaded(), {
+      slots: 1,
+      contextSize: 1024,
+      batchSize: 64,
+      threads: 1,
+      threadPoll: DEFAULT_THREAD_POLL,
+      flashAttention: "auto",
+      chunkTokens: () => 64,
+      attention,
+    });
+  /** Generates `count` tokens greedily in the loop; the calls and steps it took. */
+  const generate = async (attention?: Int32Array, count = 300) => {
+    const { context, sequences, nativeGeneration } = await open(attention);
+    try {
+      if ("problem" in nativeGeneration) throw new Error(nativeGeneration.problem);
+      const sequence = sequences[0]!;
+      const evaluation = sequence.evaluate(loaded().tokenize("Once upon a time, a small robot") as Token[], { temperature: 0, yieldEogToken: true });
+      const first = (await evaluation.next()).value as Token;
+      await evaluation.return();
+      const stop = await nativeGeneration.run({
+        sequence,
+        sequenceId: 0,
+        firstToken: first,
+        budget: count,
+        temperature: 0,
+        topP: 0.95,
+        seed: 1,
+        onTokens: () => {},
+        cancelled: () => false,
+      });
+      expect(stop).toBe("maxTokens");
+      return nativeGeneration.stats;
+    } finally {
+      await context.dispose();
+    }
+  };
+
+  it("ends a long call after the step during which another thread raised the attention word", async () => {
+    // Without a word the calls are short but run several steps each.
+    const short = await generate();
+    expect(short.quietCalls).toBe(0);
+    expect(short.steps).toBeGreaterThan(short.calls * 2);
+    // A quiet loop whose word another thread keeps raising: one step per call.
+    const attention = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+    const stopRaising = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+    const raiser = new Worker(
+      "const { workerData: [word, stop] } = require('node:worker_threads'); while (Atomics.load(stop, 0) === 0) Atomics.store(word, 0, 1);",
+      { eval: true, workerData: [attention, stopRaising] },
+    );
+    try {
+      // Started once it raised the word the first time.
+      while (Atomics.load(attention, 0) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      const raised = await generate(attention);
+      expect(raised.quietCalls).toBe(raised.calls);
+      expect(raised.steps).toBe(300);
+      // (A call that starts before the raising thread's next store may run a second step.)
+      expect(raised.steps).toBeLessThan(raised.calls * 1.5);
+    } finally {
+      Atomics.store(stopRaising, 0, 1);
+      await raiser.terminate();
+    }
   });
 });

@@ -47,10 +47,12 @@ export class ThreadRunner implements WorkerRunner {
   private markDead!: (reason: string) => void;
   /** Resolves when the model's thread has ended. */
   private readonly threadEnded: Promise<void>;
+  /** The thread's attention word (WorkerInit.attention): raised after each message posted to it. */
+  readonly attention = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
 
   constructor(init: WorkerInit) {
     this.pool = new Piscina({
-      ...threadEntry(import.meta.url, "../worker/thread-main", init),
+      ...threadEntry(import.meta.url, "../worker/thread-main", { ...init, attention: this.attention }),
       minThreads: 1,
       maxThreads: 1,
       // The thread holds the loaded model: it must never be reaped for idleness.
@@ -81,7 +83,7 @@ export class ThreadRunner implements WorkerRunner {
 
   run(task: Exclude<WorkerTask, GenerateTask>): Promise<unknown> {
     if (this.deathReason !== undefined) return Promise.reject(new WorkerDiedError(this.deathReason));
-    return this.settle(this.pool.run(task));
+    return this.settle(this.posted(this.pool.run(task)));
   }
 
   generate(task: Omit<GenerateTask, "port">, onEvent: (event: GenerationEvent) => void): GenerationChannel {
@@ -90,8 +92,18 @@ export class ThreadRunner implements WorkerRunner {
     const result =
       this.deathReason !== undefined
         ? Promise.reject(new WorkerDiedError(this.deathReason))
-        : this.settle(this.pool.run({ ...task, port: worker } satisfies GenerateTask, { transferList: [worker] }));
-    return { result, control: (message) => host.postMessage(message), close: () => host.close() };
+        : this.settle(this.posted(this.pool.run({ ...task, port: worker } satisfies GenerateTask, { transferList: [worker] })));
+    return { result, control: (message) => this.posted(host.postMessage(message)), close: () => host.close() };
+  }
+
+  /**
+   * Raises the attention word once a message is posted (piscina posts a task within run()
+   * while the thread has room for it, as it always has here): a long call of the thread's
+   * generation loop ends at its next step, and the thread reads the message.
+   */
+  private posted<T>(value: T): T {
+    Atomics.store(this.attention, 0, 1);
+    return value;
   }
 
   async close(): Promise<void> {

@@ -37,6 +37,13 @@ export interface WorkerInit {
   local: LocalSchedulerSettings;
   /** Spilled KV states (spill in config.yml). */
   spill: SpillSettings;
+  /**
+   * Thread workers only: one Int32 on a SharedArrayBuffer that the host raises (sets to 1)
+   * just after it posts any message to the worker. The generation loop lowers it before it
+   * reads its messages and ends a long call at the next step once it is raised
+   * (worker/native-generation.ts). Absent: the loop runs short calls.
+   */
+  attention?: Int32Array;
 }
 
 export interface SpillSettings {
@@ -158,6 +165,9 @@ export interface WorkerStats {
   nativeCalls?: number;
   nativeSteps?: number;
   nativeTokens?: number;
+  /** Of nativeCalls, those run while the worker was quiet (long calls), and those a message from the host ended. */
+  nativeQuietCalls?: number;
+  nativeInterruptedCalls?: number;
   /** Times the embedded engine's batch gate woke on its own to let a held step go (worker/batch-gate.ts): a sequence late past its wait limit; rare, never one per step. */
   gateWakeups?: number;
   /** KV states in the worker's store, and their bytes. */

@@ -22,6 +22,8 @@ export interface BatchedContextOptions {
   flashAttention: boolean | "auto";
   /** The prefill chunk per step, read at every batch (a live config change applies at once). */
   chunkTokens: () => number;
+  /** The worker's attention word (WorkerInit.attention), for the generation loop. */
+  attention?: Int32Array;
 }
 
 export interface BatchedContext {
@@ -68,7 +70,7 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
   const sequences = Array.from({ length: options.slots }, () => context.getSequence());
   // Only with steps decoded on this thread: the loop must never decode beside node-llama-cpp's own.
   const loop = inlineDecode.on
-    ? NativeGeneration.create(context, model, batches)
+    ? NativeGeneration.create(context, model, batches, options.attention)
     : { problem: `steps are not decoded on the worker's thread (${inlineDecode.reason})` };
   nativeGeneration = loop;
   return { context, sequences, gate, batches, computePool, inlineDecode, nativeGeneration: loop };

@@ -10,6 +10,7 @@
 // (`threadPoll`, llama-server's `--poll`); by default they sleep at once (DEFAULT_THREAD_POLL
 // says why).
 import type { LlamaContext } from "node-llama-cpp";
+import { once } from "../../common/once.js";
 import type { ComputePoolKind } from "../wire/protocol.js";
 import { contextAddon } from "./context-addon.js";
 
@@ -40,16 +41,7 @@ export function attachComputePool(context: LlamaContext, threads: number, poll: 
   const addonContext = (context as unknown as { _ctx: unknown })._ctx;
   try {
     const handle = found.addon.attach(addonContext, threads, poll);
-    let released = false;
-    return {
-      kind: "persistent",
-      poll: found.addon.pollOf(handle),
-      release: () => {
-        if (released) return;
-        released = true;
-        found.addon.release(handle);
-      },
-    };
+    return { kind: "persistent", poll: found.addon.pollOf(handle), release: once(() => found.addon.release(handle)) };
   } catch (error) {
     return { kind: "per-step", reason: (error as Error).message, release: NO_RELEASE };
   }

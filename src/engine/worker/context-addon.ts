@@ -34,7 +34,16 @@ export interface ContextAddon {
   samplerChain?(generator: unknown, temperature: number, topP: number, topK: number, seed: number): unknown;
   /** Runs steps until every sequence ended or `maxSteps` or `maxMs` is reached; the steps run
    *  (native/llama-context/generate.cpp has the state layout). */
-  generate?(generator: unknown, chains: unknown[], state: Int32Array, out: Int32Array, maxSteps: number, maxMs: number, stopTokens: Int32Array): number;
+  generate?(
+    generator: unknown,
+    chains: unknown[],
+    state: Int32Array,
+    out: Int32Array,
+    maxSteps: number,
+    maxMs: number,
+    stopTokens: Int32Array,
+    attention?: Int32Array,
+  ): number;
 }
 
 interface AddonManifest {

@@ -15,6 +15,14 @@
 // its messages: a new request, a cancellation) and node-llama-cpp's own batches, a prompt's,
 // take the context lock in turn.
 //
+// How long a call runs is a trade: each call costs a turn of the event loop and the JavaScript
+// that hands its tokens over (about half a millisecond for four sequences on a CPU), while a
+// request that arrives during a call waits for its end. A call runs CALL_MS, unless the worker
+// is quiet: in a thread worker whose every generation is in the loop, none on its way in, a
+// call runs up to QUIET_CALL_MS, because the host raises the worker's attention word after
+// each message it posts (host/runners.ts) and the addon ends the call after the step during
+// which it was raised. A process worker has no word to share and always runs short calls.
+//
 // The loop runs under node-llama-cpp's context lock ([context, "context"], the lock its
 // batches and token erases take), so it never decodes while another batch is decoded or its
 // logits sampled. node-llama-cpp's record of each sequence (its token list and next position,
@@ -26,6 +34,7 @@
 // slot-engine.ts and generate.cpp from the addon.
 import { isLockActive, withLock } from "lifecycle-utils";
 import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import { once } from "../../common/once.js";
 import type { BatchStats } from "../../scheduler/batch-priority.js";
 import { type ContextAddon, contextAddon } from "./context-addon.js";
 import { extraStopTokensOf } from "./token-speller.js";
@@ -43,6 +52,11 @@ const ENDED_STOP_TOKEN = 1;
 /** The longest one call into the loop runs before the worker's thread turns to its messages:
  *  a request that arrives meanwhile waits at most this (plus a step) for its prompt to start. */
 export const CALL_MS = 4;
+/** The longest a call runs while the worker is quiet (a message ends it after the step in
+ *  progress). Four sequences of the Q8_0 bench model on the 2-core test machine took about 5
+ *  ms a step: 4 ms calls ran one step each and lost a tenth of the step's time to the turn
+ *  between calls (docs/engine.md, "Quiet calls"). */
+export const QUIET_CALL_MS = 25;
 /** The longest the loop waits for an arriving request's prompt to go into a batch (it takes a
  *  few event-loop turns; a request held up longer, by a state load say, is not waited for). */
 export const JOIN_WAIT_MS = 20;
@@ -89,16 +103,21 @@ export interface NativeGenerationStats {
   calls: number;
   steps: number;
   tokens: number;
+  /** Calls run while the worker was quiet (up to QUIET_CALL_MS), and of those the ones a message from the host ended. */
+  quietCalls: number;
+  interruptedCalls: number;
 }
 
 export class NativeGeneration {
-  readonly stats: NativeGenerationStats = { calls: 0, steps: 0, tokens: 0 };
+  readonly stats: NativeGenerationStats = { calls: 0, steps: 0, tokens: 0, quietCalls: 0, interruptedCalls: 0 };
   private readonly active: ActiveRun[] = [];
   private pumping = false;
   /** Requests on their way into the loop (their prompt and first token in node-llama-cpp's batches). */
   private joining = 0;
   /** Of those, the slots whose prompt has not gone into a batch yet. */
   private readonly undispatched = new Set<number>();
+  /** The worker's generations that are not in the loop: queued, preparing, or on LlamaCompletion (see hold()). */
+  private held = 0;
   private wake: (() => void) | undefined;
   private readonly out: Int32Array;
 
@@ -109,6 +128,8 @@ export class NativeGeneration {
     private readonly batches: BatchStats,
     /** Tokens that end a completion besides the vocabulary's end-of-generation tokens. */
     readonly extraStopTokens: ReadonlySet<number>,
+    /** The worker's attention word, raised by the host after each message (thread workers only). */
+    private readonly attention: Int32Array | undefined,
   ) {
     this.out = new Int32Array(context.totalSequences * CALL_STEPS);
     this.stopTokens = Int32Array.from(extraStopTokens);
@@ -117,7 +138,7 @@ export class NativeGeneration {
   private readonly stopTokens: Int32Array;
 
   /** The loop for this context, or why there is none (the requests then stay on LlamaCompletion). */
-  static create(context: LlamaContext, model: LlamaModel, batches: BatchStats): NativeGeneration | { problem: string } {
+  static create(context: LlamaContext, model: LlamaModel, batches: BatchStats, attention?: Int32Array): NativeGeneration | { problem: string } {
     if (process.env.RADIXGATE_NO_NATIVE_GENERATION === "1") return { problem: "RADIXGATE_NO_NATIVE_GENERATION=1" };
     const found = contextAddon();
     if ("problem" in found) return { problem: found.problem };
@@ -127,7 +148,7 @@ export class NativeGeneration {
     try {
       // node-llama-cpp keeps its native context object here (a private field of 3.21.1's LlamaContext).
       const generator = addon.generator((context as unknown as { _ctx: unknown })._ctx, context.totalSequences);
-      return new NativeGeneration(context, addon as NativeGeneration["addon"], generator, batches, extraStopTokensOf(model));
+      return new NativeGeneration(context, addon as NativeGeneration["addon"], generator, batches, extraStopTokensOf(model), attention);
     } catch (error) {
       return { problem: (error as Error).message };
     }
@@ -146,13 +167,22 @@ export class NativeGeneration {
   announce(slot: number): () => void {
     this.joining++;
     this.undispatched.add(slot);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
+    return once(() => {
       this.joining--;
       this.dispatched([slot]);
-    };
+    });
+  }
+
+  /**
+   * Call when the worker takes a generation, before its first await; call the result when it
+   * announces itself (it runs in the loop from then on) or ends. While any generation is held
+   * the worker is not quiet: its calls stay short, so a request waiting for a slot takes one
+   * soon after a run ends, and the requests on LlamaCompletion, whose every token needs a
+   * node-llama-cpp batch between the loop's calls, keep their pace.
+   */
+  hold(): () => void {
+    this.held++;
+    return once(() => this.held--);
   }
 
   /** Call when node-llama-cpp starts a batch, with the sequences in it. */
@@ -210,8 +240,15 @@ export class NativeGeneration {
     this.pumping = true;
     try {
       while (this.active.length > 0) {
-        // The worker reads its messages (a new request, a cancellation) between calls.
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        // The worker reads its messages (a new request, a cancellation) between calls. A
+        // message posted before the word was lowered is read by the end of the second turn
+        // (the first may end before the event loop polls again); one posted after it raises
+        // the word again and ends the next call early.
+        if (this.attention !== undefined) {
+          Atomics.store(this.attention, 0, 0);
+          await nextTurn();
+        }
+        await nextTurn();
         if (this.undispatched.size > 0) await this.untilDispatched(JOIN_WAIT_MS);
         // The call is synchronous: with the lock free nothing can take it before the call ends.
         if (isLockActive([this.context, "context"])) await withLock([this.context, "context"], () => this.call());
@@ -242,6 +279,7 @@ export class NativeGeneration {
     });
     // Also the out array's stride: sequence i's tokens are at out[i * maxSteps ...].
     const maxSteps = this.joining > 0 ? 1 : CALL_STEPS;
+    const quiet = this.attention !== undefined && this.held === 0 && this.joining === 0;
     let decodeFailure: Error | undefined;
     let steps = 0;
     try {
@@ -251,14 +289,19 @@ export class NativeGeneration {
         state,
         this.out,
         maxSteps,
-        CALL_MS,
+        quiet ? QUIET_CALL_MS : CALL_MS,
         this.stopTokens,
+        this.attention,
       );
     } catch (error) {
       decodeFailure = error as Error;
     }
     this.stats.calls++;
     this.stats.steps += steps;
+    if (quiet) {
+      this.stats.quietCalls++;
+      if (Atomics.load(this.attention!, 0) !== 0) this.stats.interruptedCalls++;
+    }
     // The worker's batch counters cover every decode step, the loop's too.
     this.batches.steps += steps;
     runs.forEach((active, i) => {
@@ -294,4 +337,9 @@ export class NativeGeneration {
       else active.finish(stop!);
     });
   }
+}
+
+/** Resolves in the event loop's next check phase: timers, I/O and messages have had their turn. */
+function nextTurn(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
 }

@@ -104,6 +104,7 @@ export class SlotEngine {
       flashAttention: init.flashAttention ?? "auto",
       // configure() replaces init.local on a live change: read at every batch.
       chunkTokens: () => init.local.chunkTokens,
+      attention: init.attention,
     });
     const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
     const fingerprint = await modelFingerprint(init.modelPath);
@@ -202,7 +203,15 @@ export class SlotEngine {
       ...this.batches,
       inlineSteps: this.inlineDecode.steps.inline,
       inlineSamples: this.inlineDecode.steps.sampled,
-      ...(this.native ? { nativeCalls: this.native.stats.calls, nativeSteps: this.native.stats.steps, nativeTokens: this.native.stats.tokens } : {}),
+      ...(this.native
+        ? {
+            nativeCalls: this.native.stats.calls,
+            nativeSteps: this.native.stats.steps,
+            nativeTokens: this.native.stats.tokens,
+            nativeQuietCalls: this.native.stats.quietCalls,
+            nativeInterruptedCalls: this.native.stats.interruptedCalls,
+          }
+        : {}),
       gateWakeups: this.gate.wakeups,
       storedStates: this.store.size,
       storedBytes: this.store.bytes,
@@ -221,6 +230,8 @@ export class SlotEngine {
   }
 
   async generate(task: GenerateTask): Promise<GenerationResult> {
+    // Held until it runs in the generation loop, or ends: taken before the first await.
+    const outsideLoop = this.native?.hold() ?? (() => {});
     const abort = new AbortController();
     task.port.on("message", (message: GenerationControl) => {
       if (message.type !== "cancel") return;
@@ -229,11 +240,12 @@ export class SlotEngine {
       this.slots.cancel(task.generationId);
       abort.abort();
     });
-    const running = this.runGeneration(task, abort);
+    const running = this.runGeneration(task, abort, outsideLoop);
     this.active.set(running, { generationId: task.generationId, abort });
     try {
       return await running;
     } finally {
+      outsideLoop();
       this.active.delete(running);
     }
   }
@@ -247,7 +259,7 @@ export class SlotEngine {
     await Promise.allSettled(this.active.keys());
   }
 
-  private async runGeneration(task: GenerateTask, abort: AbortController): Promise<GenerationResult> {
+  private async runGeneration(task: GenerateTask, abort: AbortController, outsideLoop: () => void): Promise<GenerationResult> {
     const { port, sampling } = task;
     // A prompt arrives as an Int32Array (one block to copy across the thread); node-llama-cpp takes arrays.
     const tokens = tokenArray(task.tokens);
@@ -328,7 +340,7 @@ export class SlotEngine {
       };
       const stopReason =
         this.native !== undefined && grammar === undefined && logprobs === undefined && nativeSampling(sampling, tokens.length, this.context.contextSize)
-          ? await this.generateNatively(this.native, slot, tokens as Token[], sampling, group, abort.signal, onToken, onTextChunk)
+          ? await this.generateNatively(this.native, slot, tokens as Token[], sampling, group, abort.signal, onToken, onTextChunk, outsideLoop)
           : await this.generateWithCompletion(slot, tokens, sampling, group, grammar, abort, onToken, onTextChunk, logprobs);
       emit(stops.flush());
       const finishedAt = performance.now();
@@ -412,6 +424,7 @@ export class SlotEngine {
     signal: AbortSignal,
     onToken: (tokens: Token[]) => void,
     onTextChunk: (text: string) => void,
+    outsideLoop: () => void,
   ): Promise<string> {
     const sequence = this.sequences[slot]!;
     const temperature = samplingTemperature(sampling.temperature);
@@ -429,6 +442,8 @@ export class SlotEngine {
       return stopReason;
     };
     const joined = native.announce(slot);
+    // From here the loop counts it as joining.
+    outsideLoop();
     try {
       let first: Token | undefined;
       this.gate.begin(slot);
@@ -463,8 +478,16 @@ export class SlotEngine {
         temperature,
         topP,
         seed,
-        // A stop sequence in the text aborts the signal too (onTextChunk).
-        onTokens: (generated) => release(speller.push(generated)),
+        // A stop sequence in the text aborts the signal too (onTextChunk). With stop sequences
+        // the call's tokens go one at a time, as LlamaCompletion's do: the answer ends at the
+        // token that completes one, and the tokens the call sampled after it are not counted.
+        onTokens: (generated) => {
+          if (sampling.stop.length === 0) return release(speller.push(generated));
+          for (const token of generated) {
+            release(speller.push([token]));
+            if (signal.aborted) return;
+          }
+        },
         cancelled: () => signal.aborted,
       });
       joined();
@@ -476,14 +499,20 @@ export class SlotEngine {
 
   /** Times this worker in one idle slot (worker/profile.ts), which it leaves empty. */
   async profile(task: ProfileTask): Promise<ProfileResult> {
-    const { slot } = (await this.slots.acquire(`profile-${performance.now()}`, []))!;
-    const busyAtStart = this.slots.busyCount - 1;
+    // Its evaluations go through node-llama-cpp's batches, between the loop's calls: keep them short.
+    const outsideLoop = this.native?.hold() ?? (() => {});
     try {
-      const measured = await profileSequence(this.model, this.sequences[slot]!, task);
-      const otherBusySlots = Math.max(busyAtStart, this.slots.busyCount - 1);
-      return { workerId: this.init.workerId, slot, otherBusySlots, ...measured };
+      const { slot } = (await this.slots.acquire(`profile-${performance.now()}`, []))!;
+      const busyAtStart = this.slots.busyCount - 1;
+      try {
+        const measured = await profileSequence(this.model, this.sequences[slot]!, task);
+        const otherBusySlots = Math.max(busyAtStart, this.slots.busyCount - 1);
+        return { workerId: this.init.workerId, slot, otherBusySlots, ...measured };
+      } finally {
+        this.slots.release(slot);
+      }
     } finally {
-      this.slots.release(slot);
+      outsideLoop();
     }
   }
 

@@ -12,6 +12,7 @@ import { existsSync } from "node:fs";
 import { copyFile, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { once } from "../../common/once.js";
 import { commonPrefixLength, type TokenIds } from "../../common/tokens.js";
 
 export interface StateIdentity {
@@ -100,12 +101,7 @@ export class StateStore {
   pin(entry: StateEntry): () => void {
     this.touch(entry);
     entry.pins++;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      entry.pins--;
-    };
+    return once(() => entry.pins--);
   }
 
   /** Drops an entry whose file turned out unusable (missing, corrupt). */
