@@ -254,6 +254,7 @@ napi_value Generate(napi_env env, napi_callback_info info) {
       if (status != 0) return Fail(env, "Eval has failed");
       llama.synchronize(context->ctx);
       steps++;
+      bool someEnded = false;
       for (size_t at = 0; at < inBatch.size(); at++) {
         int32_t* s = state + inBatch[at] * kStateFields;
         const llama_token token = llama.sample(chains[inBatch[at]], context->ctx, static_cast<int32_t>(at));
@@ -268,7 +269,11 @@ napi_value Generate(napi_env env, napi_callback_info info) {
           s[kEnded] = kEndedStopToken;
         else if (s[kBudget] <= 0)
           s[kEnded] = kEndedBudget;
+        someEnded = someEnded || s[kEnded] != 0;
       }
+      // A sequence that ended goes back at once: its client has its answer's end without
+      // waiting for the others' steps, and its slot is free for the next request.
+      if (someEnded) break;
       const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - started;
       if (elapsed.count() >= maxMs) break;
       // Written by another thread (the host, after it posts a message to this worker).

@@ -164,7 +164,7 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
 describe("the loop's calls in the worker's thread", () => {
   const open = (attention?: Int32Array) =>
     createBatchedContext(loaded(), {
-      slots: 1,
+      slots: 2,
       contextSize: 1024,
       batchSize: 64,
       threads: 1,
@@ -200,6 +200,38 @@ describe("the loop's calls in the worker's thread", () => {
     }
   };
 
+  it("hands a run back at the step it ends, while the others go on", async () => {
+    const { context, sequences, nativeGeneration } = await open();
+    try {
+      if ("problem" in nativeGeneration) throw new Error(nativeGeneration.problem);
+      const start = async (slot: number, budget: number, onTokens: (tokens: readonly Token[]) => void) => {
+        const sequence = sequences[slot]!;
+        const evaluation = sequence.evaluate(loaded().tokenize(`Once upon a time, robot ${slot}`) as Token[], { temperature: 0, yieldEogToken: true });
+        const first = (await evaluation.next()).value as Token;
+        await evaluation.return();
+        return { sequence, sequenceId: slot, firstToken: first, budget, temperature: 0, topP: 0.95, seed: 1, onTokens, cancelled: () => false };
+      };
+      let longTokens = 0;
+      const deliveries: number[] = [];
+      const short = await start(0, 5, () => {});
+      const long = await start(1, 300, (tokens) => {
+        longTokens += tokens.length;
+        deliveries.push(tokens.length);
+      });
+      // Both join the loop's first call (one step: new runs), then share steps until the short one ends.
+      const longDone = nativeGeneration.run(long);
+      await nativeGeneration.run(short);
+      // A call runs many steps of this model within its 4 ms; it ended with the short run's fifth.
+      expect(longTokens).toBe(5);
+      // The first call's one token came back on its own: a new run's second token goes out at once.
+      expect(deliveries[0]).toBe(1);
+      await longDone;
+      expect(longTokens).toBe(300);
+    } finally {
+      await context.dispose();
+    }
+  });
+
   it("ends a long call after the step during which another thread raised the attention word", async () => {
     // Without a word the calls are short but run several steps each.
     const short = await generate();
@@ -216,7 +248,8 @@ describe("the loop's calls in the worker's thread", () => {
       // Started once it raised the word the first time.
       while (Atomics.load(attention, 0) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
       const raised = await generate(attention);
-      expect(raised.quietCalls).toBe(raised.calls);
+      // Every call but the run's first (one step, as for any new run).
+      expect(raised.quietCalls).toBe(raised.calls - 1);
       expect(raised.steps).toBe(300);
       // (A call that starts before the raising thread's next store may run a second step.)
       expect(raised.steps).toBeLessThan(raised.calls * 1.5);

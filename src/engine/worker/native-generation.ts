@@ -85,6 +85,8 @@ export interface NativeRun {
 interface ActiveRun {
   run: NativeRun;
   chain: unknown;
+  /** Not through a call yet: its first call runs one step (see call()). */
+  fresh: boolean;
   /** The sampled token not decoded yet (its position is the sequence's next token index). */
   pending: number;
   budget: number;
@@ -227,6 +229,7 @@ export class NativeGeneration {
       this.active.push({
         run,
         chain,
+        fresh: true,
         pending: run.firstToken,
         budget: run.budget,
         finish: resolve,
@@ -278,8 +281,12 @@ export class NativeGeneration {
       state[at + BUDGET] = active.budget;
     });
     // Also the out array's stride: sequence i's tokens are at out[i * maxSteps ...].
-    const maxSteps = this.joining > 0 ? 1 : CALL_STEPS;
-    const quiet = this.attention !== undefined && this.held === 0 && this.joining === 0;
+    // A run's first call is one step: its second token goes out at once (a first token alone
+    // often spells nothing a client shows: a space, part of a character).
+    const joiningNow = this.joining > 0 || runs.some((active) => active.fresh);
+    const maxSteps = joiningNow ? 1 : CALL_STEPS;
+    const quiet = this.attention !== undefined && this.held === 0 && !joiningNow;
+    for (const active of runs) active.fresh = false;
     let decodeFailure: Error | undefined;
     let steps = 0;
     try {
