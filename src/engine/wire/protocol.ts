@@ -165,7 +165,7 @@ export interface WorkerStats {
   nativeCalls?: number;
   nativeSteps?: number;
   nativeTokens?: number;
-  /** Of nativeCalls, those run while the worker was quiet (long calls), and those a message from the host ended. */
+  /** Of nativeCalls, those run while the worker was quiet (long calls), and of those the ones that ended with the host's attention word raised. */
   nativeQuietCalls?: number;
   nativeInterruptedCalls?: number;
   /** Times the embedded engine's batch gate woke on its own to let a held step go (worker/batch-gate.ts): a sequence late past its wait limit; rare, never one per step. */

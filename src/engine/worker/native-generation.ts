@@ -105,7 +105,7 @@ export interface NativeGenerationStats {
   calls: number;
   steps: number;
   tokens: number;
-  /** Calls run while the worker was quiet (up to QUIET_CALL_MS), and of those the ones a message from the host ended. */
+  /** Calls run while the worker was quiet (up to QUIET_CALL_MS), and of those the ones that ended with the word raised (a message from the host came meanwhile). */
   quietCalls: number;
   interruptedCalls: number;
 }
