@@ -2,7 +2,9 @@
 // generation.ts), in both isolation modes: the same tokens and text as node-llama-cpp's
 // LlamaCompletion gives them (a worker started with RADIXGATE_NO_NATIVE_GENERATION=1), stop
 // sequences and cancellation included, several sequences sharing each step, and the requests
-// the loop cannot serve (a grammar, token probabilities, penalties) left on LlamaCompletion.
+// the loop cannot serve (a grammar, token probabilities, penalties) left on LlamaCompletion;
+// and how long its calls run: long in a quiet thread worker, ended by the host's messages
+// (its attention word), by a run's end, and short while anything else is on its way.
 import { Worker } from "node:worker_threads";
 import type { Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
