@@ -10,22 +10,26 @@
 // sequence's next token sampled by its own llama.cpp sampler chain and checked against the
 // vocabulary's end-of-generation tokens, again and again until a sequence ends, its budget is
 // spent, or the call has run `maxMs` (so the worker reads its messages between calls), or
-// the host raised the worker's attention word (a message is on its way: see below).
+// a message from the host is waiting (the attention word raised, or the IPC channel readable:
+// see below).
 //
 // JavaScript API (src/engine/worker/native-generation.ts):
 //   generator(addonContext, maxSequences) -> handle     throws Error naming what failed
 //   samplerChain(handle, temperature, topP, topK, seed) -> chain   node-llama-cpp's chain for those
 //                                                         settings (greedy at temperature 0)
-//   generate(handle, chains, state, out, maxSteps, maxMs, stopTokens[, attention]) -> steps run
+//   generate(handle, chains, state, out, maxSteps, maxMs, stopTokens[, attention[, attentionFd]]) -> steps run
 //     state: Int32Array, STATE_FIELDS per sequence: its sequence id, its pending token (sampled,
 //     not decoded yet), that token's position, its budget (steps it may still run); the call
 //     sets `ended` (1: it sampled an end-of-generation token or one of `stopTokens`, 2: its
 //     budget is spent) and `produced` (tokens it sampled in this call, written to
 //     out[i * maxSteps ...]). A sequence already ended, or with no budget, sits the call out.
 //     Throws as node-llama-cpp's decodeBatch() rejects; the state then tells what was done.
-//     attention: an Int32Array on a SharedArrayBuffer; the call ends after the step during
-//     which another thread made its first element non-zero (at least one step is run).
+//     attention: an Int32Array on a SharedArrayBuffer (or undefined); the call ends after the
+//     step during which another thread made its first element non-zero (at least one step is
+//     run). attentionFd: a file descriptor (or -1); the call ends after the step during which
+//     it became readable (a process worker's IPC channel: a message from the host waits).
 #include <node_api.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <chrono>
@@ -182,8 +186,8 @@ bool Int32s(napi_env env, napi_value value, int32_t** data, size_t* length, cons
 }
 
 napi_value Generate(napi_env env, napi_callback_info info) {
-  size_t argc = 8;
-  napi_value argv[8] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  size_t argc = 9;
+  napi_value argv[9] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
   auto* generator = HandleValue<Generator>(env, argv[0], "generator");
   if (generator == nullptr) return nullptr;
@@ -203,6 +207,8 @@ napi_value Generate(napi_env env, napi_callback_info info) {
     if (type != napi_undefined && (!Int32s(env, argv[7], &attention, &attentionLength, "attention") || attentionLength < 1))
       return Fail(env, "generate: attention must be an Int32Array of at least one element");
   }
+  int32_t attentionFd = -1;
+  if (argc >= 9 && napi_get_value_int32(env, argv[8], &attentionFd) != napi_ok) return Fail(env, "generate: attentionFd must be a number");
   int32_t maxSteps = 0;
   double maxMs = 0;
   if (napi_get_value_int32(env, argv[4], &maxSteps) != napi_ok || maxSteps < 1) return Fail(env, "generate: maxSteps must be a positive number");
@@ -278,6 +284,12 @@ napi_value Generate(napi_env env, napi_callback_info info) {
       if (elapsed.count() >= maxMs) break;
       // Written by another thread (the host, after it posts a message to this worker).
       if (attention != nullptr && __atomic_load_n(attention, __ATOMIC_ACQUIRE) != 0) break;
+      // Bytes in the channel that the event loop has not read yet (it reads all there is each
+      // time it polls, so at a call's start the channel is drained).
+      if (attentionFd >= 0) {
+        pollfd channel{attentionFd, POLLIN, 0};
+        if (poll(&channel, 1, 0) > 0 && (channel.revents & (POLLIN | POLLHUP)) != 0) break;
+      }
     }
   } catch (const std::exception& error) {
     return Fail(env, error.what());

@@ -41,9 +41,15 @@ export interface WorkerInit {
    * Thread workers only: one Int32 on a SharedArrayBuffer that the host raises (sets to 1)
    * just after it posts any message to the worker. The generation loop lowers it before it
    * reads its messages and ends a long call at the next step once it is raised
-   * (worker/native-generation.ts). Absent: the loop runs short calls.
+   * (worker/native-generation.ts).
    */
   attention?: Int32Array;
+  /**
+   * Process workers only, set by the child itself: its IPC channel's file descriptor. The
+   * generation loop ends a long call at the next step once the channel is readable (a
+   * message from the host waits). With neither, the loop runs short calls.
+   */
+  channelFd?: number;
 }
 
 export interface SpillSettings {
@@ -165,7 +171,7 @@ export interface WorkerStats {
   nativeCalls?: number;
   nativeSteps?: number;
   nativeTokens?: number;
-  /** Of nativeCalls, those run while the worker was quiet (long calls), and of those the ones that ended with the host's attention word raised. */
+  /** Of nativeCalls, those run while the worker was quiet (long calls), and of those the ones a message from the host, waiting, ended early. */
   nativeQuietCalls?: number;
   nativeInterruptedCalls?: number;
   /** Times the embedded engine's batch gate woke on its own to let a held step go (worker/batch-gate.ts): a sequence late past its wait limit; rare, never one per step. */

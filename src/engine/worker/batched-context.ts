@@ -10,7 +10,7 @@ import { type BatchStats, countBatch, shareBatch } from "../../scheduler/batch-p
 import { BatchGate } from "./batch-gate.js";
 import { attachComputePool, type ComputePool } from "./compute-pool.js";
 import { decodeStepsInline, type InlineDecode } from "./inline-decode.js";
-import { NativeGeneration } from "./native-generation.js";
+import { NativeGeneration, type WorkerAttention } from "./native-generation.js";
 
 export interface BatchedContextOptions {
   slots: number;
@@ -22,8 +22,8 @@ export interface BatchedContextOptions {
   flashAttention: boolean | "auto";
   /** The prefill chunk per step, read at every batch (a live config change applies at once). */
   chunkTokens: () => number;
-  /** The worker's attention word (WorkerInit.attention), for the generation loop. */
-  attention?: Int32Array;
+  /** How the generation loop learns that a message from the host waits. */
+  attention?: WorkerAttention;
 }
 
 export interface BatchedContext {

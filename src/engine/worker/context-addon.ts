@@ -32,8 +32,9 @@ export interface ContextAddon {
   generator?(addonContext: unknown, maxSequences: number): unknown;
   /** A llama.cpp sampler chain as node-llama-cpp builds it for these settings (greedy at temperature 0). */
   samplerChain?(generator: unknown, temperature: number, topP: number, topK: number, seed: number): unknown;
-  /** Runs steps until a sequence ends, `maxSteps` or `maxMs` is reached, or `attention[0]` is
-   *  raised; the steps run (native/llama-context/generate.cpp has the state layout). */
+  /** Runs steps until a sequence ends, `maxSteps` or `maxMs` is reached, `attention[0]` is
+   *  raised or `attentionFd` is readable; the steps run (native/llama-context/generate.cpp has
+   *  the state layout). */
   generate?(
     generator: unknown,
     chains: unknown[],
@@ -43,6 +44,7 @@ export interface ContextAddon {
     maxMs: number,
     stopTokens: Int32Array,
     attention?: Int32Array,
+    attentionFd?: number,
   ): number;
 }
 

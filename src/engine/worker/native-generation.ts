@@ -19,9 +19,10 @@
 // that hands its tokens over (about half a millisecond for four sequences on a CPU), while a
 // request that arrives during a call waits for its end. A call runs CALL_MS, unless the worker
 // is quiet: in a thread worker whose every generation is in the loop, none on its way in, a
-// call runs up to QUIET_CALL_MS, because the host raises the worker's attention word after
-// each message it posts (host/runners.ts) and the addon ends the call after the step during
-// which it was raised. A process worker has no word to share and always runs short calls.
+// call runs up to QUIET_CALL_MS, because the addon ends the call after the step during which
+// a message from the host began to wait: in a thread worker the host raises the worker's
+// attention word after each message it posts (host/runners.ts); in a process worker the
+// addon polls the IPC channel's file descriptor, readable while a message is unread.
 //
 // The loop runs under node-llama-cpp's context lock ([context, "context"], the lock its
 // batches and token erases take), so it never decodes while another batch is decoded or its
@@ -100,12 +101,20 @@ interface SequenceRecord {
   _nextTokenIndex: number;
 }
 
+/** How a worker's loop learns that a message from the host waits, so that a long call can end. */
+export interface WorkerAttention {
+  /** Thread workers: raised (1) by the host after each message it posts (WorkerInit.attention). */
+  word?: Int32Array;
+  /** Process workers: the IPC channel's file descriptor, readable while a message is unread. */
+  channelFd?: number;
+}
+
 export interface NativeGenerationStats {
   /** Calls into the loop, the steps they ran, the tokens they sampled. */
   calls: number;
   steps: number;
   tokens: number;
-  /** Calls run while the worker was quiet (up to QUIET_CALL_MS), and of those the ones that ended with the word raised (a message from the host came meanwhile). */
+  /** Calls run while the worker was quiet (up to QUIET_CALL_MS), and of those the ones a waiting message ended (before their time, their steps and any run's end). */
   quietCalls: number;
   interruptedCalls: number;
 }
@@ -130,8 +139,8 @@ export class NativeGeneration {
     private readonly batches: BatchStats,
     /** Tokens that end a completion besides the vocabulary's end-of-generation tokens. */
     readonly extraStopTokens: ReadonlySet<number>,
-    /** The worker's attention word, raised by the host after each message (thread workers only). */
-    private readonly attention: Int32Array | undefined,
+    /** How the worker learns that a message waits (WorkerAttention); none: short calls only. */
+    private readonly attention: WorkerAttention,
   ) {
     this.out = new Int32Array(context.totalSequences * CALL_STEPS);
     this.stopTokens = Int32Array.from(extraStopTokens);
@@ -140,7 +149,7 @@ export class NativeGeneration {
   private readonly stopTokens: Int32Array;
 
   /** The loop for this context, or why there is none (the requests then stay on LlamaCompletion). */
-  static create(context: LlamaContext, model: LlamaModel, batches: BatchStats, attention?: Int32Array): NativeGeneration | { problem: string } {
+  static create(context: LlamaContext, model: LlamaModel, batches: BatchStats, attention: WorkerAttention = {}): NativeGeneration | { problem: string } {
     if (process.env.RADIXGATE_NO_NATIVE_GENERATION === "1") return { problem: "RADIXGATE_NO_NATIVE_GENERATION=1" };
     const found = contextAddon();
     if ("problem" in found) return { problem: found.problem };
@@ -247,8 +256,8 @@ export class NativeGeneration {
         // message posted before the word was lowered is read by the end of the second turn
         // (the first may end before the event loop polls again); one posted after it raises
         // the word again and ends the next call early.
-        if (this.attention !== undefined) {
-          Atomics.store(this.attention, 0, 0);
+        if (this.attention.word !== undefined) {
+          Atomics.store(this.attention.word, 0, 0);
           await nextTurn();
         }
         await nextTurn();
@@ -285,10 +294,11 @@ export class NativeGeneration {
     // often spells nothing a client shows: a space, part of a character).
     const joiningNow = this.joining > 0 || runs.some((active) => active.fresh);
     const maxSteps = joiningNow ? 1 : CALL_STEPS;
-    const quiet = this.attention !== undefined && this.held === 0 && !joiningNow;
+    const quiet = (this.attention.word !== undefined || this.attention.channelFd !== undefined) && this.held === 0 && !joiningNow;
     for (const active of runs) active.fresh = false;
     let decodeFailure: Error | undefined;
     let steps = 0;
+    const started = performance.now();
     try {
       steps = this.addon.generate(
         this.generator,
@@ -298,7 +308,8 @@ export class NativeGeneration {
         maxSteps,
         quiet ? QUIET_CALL_MS : CALL_MS,
         this.stopTokens,
-        this.attention,
+        this.attention.word,
+        this.attention.channelFd ?? -1,
       );
     } catch (error) {
       decodeFailure = error as Error;
@@ -307,7 +318,9 @@ export class NativeGeneration {
     this.stats.steps += steps;
     if (quiet) {
       this.stats.quietCalls++;
-      if (Atomics.load(this.attention!, 0) !== 0) this.stats.interruptedCalls++;
+      // Ended early by none of its other reasons: a message was waiting.
+      const someEnded = runs.some((_, i) => state[i * STATE_FIELDS + ENDED] !== 0);
+      if (decodeFailure === undefined && steps < maxSteps && !someEnded && performance.now() - started < QUIET_CALL_MS) this.stats.interruptedCalls++;
     }
     // The worker's batch counters cover every decode step, the loop's too.
     this.batches.steps += steps;

@@ -24,7 +24,8 @@ function portFor(portId: number): GenerationPort {
 process.on("message", (message: HostToChild) => {
   switch (message.type) {
     case "init":
-      handler = createTaskHandler(message.init as WorkerInit);
+      // The channel's descriptor lets the generation loop see a message waiting (WorkerInit.channelFd).
+      handler = createTaskHandler({ ...(message.init as WorkerInit), channelFd: (process.channel as { fd?: number } | undefined)?.fd });
       failOnUncaught(handler);
       return;
     case "port":

@@ -104,7 +104,7 @@ export class SlotEngine {
       flashAttention: init.flashAttention ?? "auto",
       // configure() replaces init.local on a live change: read at every batch.
       chunkTokens: () => init.local.chunkTokens,
-      attention: init.attention,
+      attention: { word: init.attention, channelFd: init.channelFd },
     });
     const completions = sequences.map((contextSequence) => new LlamaCompletion({ contextSequence, autoDisposeSequence: false }));
     const fingerprint = await modelFingerprint(init.modelPath);
