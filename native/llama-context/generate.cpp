@@ -204,8 +204,10 @@ napi_value Generate(napi_env env, napi_callback_info info) {
     napi_valuetype type;
     napi_typeof(env, argv[7], &type);
     size_t attentionLength = 0;
-    if (type != napi_undefined && (!Int32s(env, argv[7], &attention, &attentionLength, "attention") || attentionLength < 1))
-      return Fail(env, "generate: attention must be an Int32Array of at least one element");
+    if (type != napi_undefined) {
+      if (!Int32s(env, argv[7], &attention, &attentionLength, "attention")) return nullptr;
+      if (attentionLength < 1) return Fail(env, "generate: attention must hold at least one element");
+    }
   }
   int32_t attentionFd = -1;
   if (argc >= 9 && napi_get_value_int32(env, argv[8], &attentionFd) != napi_ok) return Fail(env, "generate: attentionFd must be a number");

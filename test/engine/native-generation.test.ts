@@ -8,7 +8,7 @@
 // anything else is on its way.
 import { closeSync, openSync } from "node:fs";
 import { Worker } from "node:worker_threads";
-import type { Token } from "node-llama-cpp";
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerationResult } from "../../src/contract/generation.js";
 import type { SamplingParams } from "../../src/contract/sampling.js";
@@ -172,27 +172,21 @@ describe("the loop's calls in the worker's thread", () => {
       chunkTokens: () => 64,
       attention,
     });
+  type Loop = Exclude<Awaited<ReturnType<typeof open>>["nativeGeneration"], { problem: string }>;
+  /** A greedy run of `budget` tokens in `slot`, started as the worker starts one: announced, its first token from node-llama-cpp. */
+  const runOf = async (loop: Loop, sequence: LlamaContextSequence, slot: number, budget: number, onTokens: (tokens: readonly Token[]) => void = () => {}) => {
+    const joined = loop.announce(slot);
+    const evaluation = sequence.evaluate(loaded().tokenize(`Once upon a time, robot ${slot}`) as Token[], { temperature: 0, yieldEogToken: true });
+    const first = (await evaluation.next()).value as Token;
+    await evaluation.return();
+    return { sequence, sequenceId: slot, firstToken: first, budget, temperature: 0, topP: 0.95, seed: 1, onTokens, cancelled: () => false, joined };
+  };
   /** Generates `count` tokens greedily in the loop; the calls and steps it took. */
   const generate = async (attention?: WorkerAttention, count = 300) => {
     const { context, sequences, nativeGeneration } = await open(attention);
     try {
       if ("problem" in nativeGeneration) throw new Error(nativeGeneration.problem);
-      const sequence = sequences[0]!;
-      const evaluation = sequence.evaluate(loaded().tokenize("Once upon a time, a small robot") as Token[], { temperature: 0, yieldEogToken: true });
-      const first = (await evaluation.next()).value as Token;
-      await evaluation.return();
-      const stop = await nativeGeneration.run({
-        sequence,
-        sequenceId: 0,
-        firstToken: first,
-        budget: count,
-        temperature: 0,
-        topP: 0.95,
-        seed: 1,
-        onTokens: () => {},
-        cancelled: () => false,
-      });
-      expect(stop).toBe("maxTokens");
+      expect(await nativeGeneration.run(await runOf(nativeGeneration, sequences[0]!, 0, count))).toBe("maxTokens");
       return nativeGeneration.stats;
     } finally {
       await context.dispose();
@@ -203,21 +197,14 @@ describe("the loop's calls in the worker's thread", () => {
     const { context, sequences, nativeGeneration } = await open();
     try {
       if ("problem" in nativeGeneration) throw new Error(nativeGeneration.problem);
-      const start = async (slot: number, budget: number, onTokens: (tokens: readonly Token[]) => void) => {
-        const sequence = sequences[slot]!;
-        const evaluation = sequence.evaluate(loaded().tokenize(`Once upon a time, robot ${slot}`) as Token[], { temperature: 0, yieldEogToken: true });
-        const first = (await evaluation.next()).value as Token;
-        await evaluation.return();
-        return { sequence, sequenceId: slot, firstToken: first, budget, temperature: 0, topP: 0.95, seed: 1, onTokens, cancelled: () => false };
-      };
       let longTokens = 0;
       const deliveries: number[] = [];
-      const short = await start(0, 5, () => {});
-      const long = await start(1, 300, (tokens) => {
+      const short = await runOf(nativeGeneration, sequences[0]!, 0, 5);
+      const long = await runOf(nativeGeneration, sequences[1]!, 1, 300, (tokens) => {
         longTokens += tokens.length;
         deliveries.push(tokens.length);
       });
-      // Both join the loop's first call (one step: new runs), then share steps until the short one ends.
+      // Both join the loop's first call (one step: they were announced), then share steps until the short one ends.
       const longDone = nativeGeneration.run(long);
       await nativeGeneration.run(short);
       // A call runs many steps of this model within its 4 ms; it ended with the short run's fifth.

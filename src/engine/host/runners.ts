@@ -48,7 +48,7 @@ export class ThreadRunner implements WorkerRunner {
   /** Resolves when the model's thread has ended. */
   private readonly threadEnded: Promise<void>;
   /** The thread's attention word (WorkerInit.attention): raised after each message posted to it. */
-  readonly attention = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+  private readonly attention = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
 
   constructor(init: WorkerInit) {
     this.pool = new Piscina({

@@ -81,13 +81,15 @@ export interface NativeRun {
   onTokens: (tokens: readonly Token[]) => void;
   /** Checked before each call and after each delivery (a stop sequence found in the text): true stops it ("abort"). */
   cancelled: () => boolean;
+  /** What announce() returned for it, if it was announced: released after the run's first
+   *  call, so that call runs one step and its second token goes out at once (a first token
+   *  alone often spells nothing a client shows: a space, part of a character). */
+  joined?: () => void;
 }
 
 interface ActiveRun {
   run: NativeRun;
   chain: unknown;
-  /** Not through a call yet: its first call runs one step (see call()). */
-  fresh: boolean;
   /** The sampled token not decoded yet (its position is the sequence's next token index). */
   pending: number;
   budget: number;
@@ -166,14 +168,14 @@ export class NativeGeneration {
   }
 
   /**
-   * Call when a request that will run in the loop, in `slot`, starts its prompt; call the result
-   * once it runs (or never will). Until its prompt goes into one of node-llama-cpp's batches the
-   * loop waits (at most JOIN_WAIT_MS): each call would otherwise take a step's time from every
-   * turn of the event loop the request needs on its way there (reading it, its slot, its
-   * prompt queued, the batch gate's turn). After that, while it is still on its way (its prompt
+   * Call when a request that will run in the loop, in `slot`, starts its prompt; give the
+   * result to run() as `joined` (the loop releases it after the run's first call), and call it
+   * yourself if the request never gets there (a second call does nothing). Until its prompt
+   * goes into one of node-llama-cpp's batches the loop waits (at most JOIN_WAIT_MS): each call
+   * would otherwise take a step's time from every turn of the event loop the request needs on
+   * its way there (reading it, its slot, its prompt queued, the batch gate's turn). After that, while it is still on its way (its prompt
    * and first token in node-llama-cpp's batches), each call runs one step, so that the
-   * prompt's batches wait a step at most and it joins the others' steps as soon as its first
-   * token is out.
+   * prompt's batches wait a step at most, and its own first call in the loop is one step too.
    */
   announce(slot: number): () => void {
     this.joining++;
@@ -238,7 +240,6 @@ export class NativeGeneration {
       this.active.push({
         run,
         chain,
-        fresh: true,
         pending: run.firstToken,
         budget: run.budget,
         finish: resolve,
@@ -290,12 +291,8 @@ export class NativeGeneration {
       state[at + BUDGET] = active.budget;
     });
     // Also the out array's stride: sequence i's tokens are at out[i * maxSteps ...].
-    // A run's first call is one step: its second token goes out at once (a first token alone
-    // often spells nothing a client shows: a space, part of a character).
-    const joiningNow = this.joining > 0 || runs.some((active) => active.fresh);
-    const maxSteps = joiningNow ? 1 : CALL_STEPS;
-    const quiet = (this.attention.word !== undefined || this.attention.channelFd !== undefined) && this.held === 0 && !joiningNow;
-    for (const active of runs) active.fresh = false;
+    const maxSteps = this.joining > 0 ? 1 : CALL_STEPS;
+    const quiet = (this.attention.word !== undefined || this.attention.channelFd !== undefined) && this.held === 0 && this.joining === 0;
     let decodeFailure: Error | undefined;
     let steps = 0;
     const started = performance.now();
@@ -324,6 +321,8 @@ export class NativeGeneration {
     }
     // The worker's batch counters cover every decode step, the loop's too.
     this.batches.steps += steps;
+    // Runs through their first call have joined.
+    for (const active of runs) active.run.joined?.();
     runs.forEach((active, i) => {
       const at = i * STATE_FIELDS;
       const produced = state[at + PRODUCED]!;

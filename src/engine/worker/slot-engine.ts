@@ -489,8 +489,8 @@ export class SlotEngine {
           }
         },
         cancelled: () => signal.aborted,
+        joined,
       });
-      joined();
       return finish(await run);
     } finally {
       joined();
