@@ -6,6 +6,8 @@
 //   radixgate-2w   two workers: SLOTS/2 slots and THREADS/2 threads each (default policy)
 //   radixgate-ls-1w  one worker of the llama-server engine (Radixgate in front of the same
 //                  llama-server build): what Radixgate's own layer costs over llama.cpp's slot loop
+//   radixgate-1w-native, radixgate-2w-native  radixgate-1w and -2w on node-llama-cpp built on
+//                  this machine, when `npm run build:engine-native` has run
 // All servers run for the whole benchmark and the arms take turns, workload by workload.
 // Workloads: decode throughput (1, 2, 4 long completions at once, also at 1 thread for
 // llama-server and one worker), one sequential agent (cold and warm TTFT), concurrent
@@ -244,7 +246,8 @@ const arms: ArmSpec[] = [
   { name: "radixgate-2w", kind: "radixgate", workers: 2, slotsPerWorker: SLOTS / 2, threadsPerWorker: half(THREADS) },
   // The same scheduler in front of llama.cpp's own slot loop: one llama-server worker.
   { name: "radixgate-ls-1w", kind: "radixgate", engine: "llama-server", workers: 1, slotsPerWorker: SLOTS, threadsPerWorker: THREADS },
-  // node-llama-cpp compiled on this machine, when that build is there (npm run build:engine-native).
+  // node-llama-cpp compiled on this machine, when that build is there (npm run build:engine-native):
+  // one worker, and two as radixgate-2w splits them.
   ...(NATIVE_BUILD
     ? [
         {
@@ -253,6 +256,14 @@ const arms: ArmSpec[] = [
           workers: 1,
           slotsPerWorker: SLOTS,
           threadsPerWorker: THREADS,
+          env: NATIVE_BUILD_ENV,
+        } satisfies ArmSpec,
+        {
+          name: "radixgate-2w-native",
+          kind: "radixgate",
+          workers: 2,
+          slotsPerWorker: SLOTS / 2,
+          threadsPerWorker: half(THREADS),
           env: NATIVE_BUILD_ENV,
         } satisfies ArmSpec,
       ]
