@@ -417,23 +417,29 @@ try {
       record(arm, `burst of ${BURST}`, distinct.samples, distinct.wallS);
     }
   }
-  // The mix runs for minutes: one arm after the other, the same arrivals and prompts.
-  for (const arm of arms) {
-    await quiet();
-    const mix = await poissonMix(running.get(arm.name)!.target, { ...WORKLOAD, salt: `${salt} mix` }, MIX_RATE, MIX_SECONDS, SLOTS, 0.5);
-    record(arm, `Poisson mix ${MIX_SECONDS} s`, mix.samples, mix.wallS);
-    record(
-      arm,
-      "Poisson mix: agent turns",
-      mix.samples.filter((sample) => sample.kind !== "one-shot"),
-      mix.wallS,
-    );
-    record(
-      arm,
-      "Poisson mix: one-shots",
-      mix.samples.filter((sample) => sample.kind === "one-shot"),
-      mix.wallS,
-    );
+  // The mix runs for minutes, one arm after the other, so the box drifts between the first
+  // arm's and the last's (in one run the llama-server engine, the peer's own, read 1.27x):
+  // two halves with the same arrivals, fresh prompts in the second, the arms in turn and then
+  // in reverse, so that a drift over the whole mix falls on every arm alike.
+  const mixHalves = [arms, [...arms].reverse()];
+  for (const [half, order] of mixHalves.entries()) {
+    for (const arm of order) {
+      await quiet();
+      const mix = await poissonMix(running.get(arm.name)!.target, { ...WORKLOAD, salt: `${salt} mix ${half}` }, MIX_RATE, MIX_SECONDS / 2, SLOTS, 0.5);
+      record(arm, `Poisson mix ${MIX_SECONDS} s`, mix.samples, mix.wallS);
+      record(
+        arm,
+        "Poisson mix: agent turns",
+        mix.samples.filter((sample) => sample.kind !== "one-shot"),
+        mix.wallS,
+      );
+      record(
+        arm,
+        "Poisson mix: one-shots",
+        mix.samples.filter((sample) => sample.kind === "one-shot"),
+        mix.wallS,
+      );
+    }
   }
 } finally {
   for (const server of running.values()) await server.close();
@@ -494,7 +500,7 @@ function markdown(): string {
         )}. Its workers with more than one thread compute on a persistent thread pool, and decode their generation steps on the worker's own thread (both native/llama-context), unless an arm says otherwise. Same GGUF (${report.model}), ${SLOTS} slots and ${THREADS} llama.cpp threads in all on every arm, ${CONTEXT_PER_SLOT} tokens per slot, batch ${BATCH}, greedy, ` +
       `max_tokens ${WORKLOAD.maxTokens} (decode: ${DECODE_TOKENS}), the same salted prompts (each arm a fresh server process). llama-server: ${binary}, ` +
       `built from the llama.cpp that node-llama-cpp bundles. Every server runs for the whole benchmark and the arms take turns workload by workload (decode: ` +
-      `median of ${DECODE_REPEATS} repeats; agents: ${WORKLOAD_REPEATS} repeats pooled, burst: ${BURST_REPEATS}, each repeat with a fresh salt). ` +
+      `median of ${DECODE_REPEATS} repeats; agents: ${WORKLOAD_REPEATS} repeats pooled, burst: ${BURST_REPEATS}, each repeat with a fresh salt; the Poisson mix: two halves of ${MIX_SECONDS / 2} s with the same arrivals, the arms in turn and then in reverse). ` +
       `Load average (1 min) ${report.machineLoad.loadAverage1mAtStart.toFixed(1)} at start, ${report.machineLoad.loadAverage1mAtEnd.toFixed(1)} at end; ` +
       `the benchmark client used ${report.machineLoad.benchClientCpuSeconds.toFixed(0)} CPU s; ${wallS.toFixed(0)} s in all; ` +
       `${resent.count} requests sent again because a server had closed the idle keep-alive connection under them (timed from the second send). ` +
