@@ -2,6 +2,7 @@
 // `spec.spill`, the real worker's store of evicted slot contents in host memory (what it saves
 // before a request overwrites a slot and loads into a slot; simulator.ts's header says when).
 import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
+import type { StoreChanges } from "../../src/scheduler/placement/stored-states.js";
 import type { TimeModel } from "../../src/scheduler/time-model.js";
 
 /** The real worker's state store (config.yml `spill`), in tokens. */
@@ -27,6 +28,7 @@ export interface SlotPreparation {
 }
 
 interface StoredState {
+  id: string;
   tokens: TokenIds;
   lastUsedMs: number;
 }
@@ -40,6 +42,9 @@ export class SimStore {
   /** The state store (spec.spill): stored token sequences in the order they were stored, each with its last use. */
   private readonly stored: StoredState[] = [];
   private storedTokens = 0;
+  private nextId = 1;
+  /** States kept and dropped since the last takeChanges (the real store reports them with a request's start). */
+  private changes: { stored: { id: string; tokens: TokenIds }[]; dropped: string[] } = { stored: [], dropped: [] };
 
   constructor(
     private readonly spill: SpillSpec | undefined,
@@ -98,6 +103,14 @@ export class SimStore {
     return { shared, ioMs, spilled, restored };
   }
 
+  /** The states kept and dropped since the last call (undefined when none), as the real worker reports them. */
+  takeChanges(): StoreChanges | undefined {
+    const changes = this.changes;
+    if (changes.stored.length === 0 && changes.dropped.length === 0) return undefined;
+    this.changes = { stored: [], dropped: [] };
+    return changes;
+  }
+
   /** The stored state sharing the longest prefix with `tokens` (the real store's bestPrefix). */
   private bestPrefix(tokens: TokenIds): { entry: StoredState; length: number } | undefined {
     let best: { entry: StoredState; length: number } | undefined;
@@ -112,12 +125,15 @@ export class SimStore {
   private store(tokens: TokenIds): void {
     const budget = this.spill!.budgetTokens;
     if (tokens.length > budget) return;
-    this.stored.push({ tokens, lastUsedMs: this.now() });
+    const id = String(this.nextId++);
+    this.stored.push({ id, tokens, lastUsedMs: this.now() });
+    this.changes.stored.push({ id, tokens });
     this.storedTokens += tokens.length;
     while (this.storedTokens > budget) {
       let oldest = 0;
       for (let i = 1; i < this.stored.length; i++) if (this.stored[i]!.lastUsedMs < this.stored[oldest]!.lastUsedMs) oldest = i;
       this.storedTokens -= this.stored[oldest]!.tokens.length;
+      this.changes.dropped.push(this.stored[oldest]!.id);
       this.stored.splice(oldest, 1);
     }
   }

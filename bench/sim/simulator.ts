@@ -64,8 +64,10 @@
 //   fitted to save + load), before the request's prefill, as the real worker awaits them. LRU
 //   past budgetTokens. With a store, copied-in prefixes are stored states too (the real worker
 //   adopts them into its store), matched by their longest common prefix, and a copy's source
-//   may export from its store. (Not modelled: the store's recency windows, recentMs and
-//   hitRatioWindowMs, minutes by default, longer than a replay.)
+//   may export from its store. The store's states kept and dropped reach the scheduler that
+//   placed the next request to start on the worker, with that start, as the real worker reports
+//   them. (Not modelled: the store's recency windows, recentMs and hitRatioWindowMs, minutes by
+//   default, longer than a replay.)
 // - node-llama-cpp's context lock (optional, `spec.contextLock`, off by default: it models a
 //   stall the real worker had, not a property of the card). A request taking a slot that holds
 //   something (its stale tail must be erased), or saving or loading a stored state, needs the
@@ -403,14 +405,21 @@ class Simulation implements WorkerHost {
     return this.network?.latencyMs ?? 0;
   }
 
-  slotTaken(_worker: SimWorker, job: Job, slot: number): void {
-    if (!this.network) {
+  slotTaken(worker: SimWorker, job: Job, slot: number): void {
+    // With the start, the worker reports what its state store kept and dropped to the router
+    // that placed the request (the event stream to other routers carries slots only).
+    const states = worker.store.takeChanges();
+    const started = () => {
+      if (states) this.schedulers[job.router]!.applyCacheEvent({ type: "store-changed", workerId: worker.id, changes: states });
       job.ticket.started(slot);
+    };
+    if (!this.network) {
+      started();
       return;
     }
     // The router that placed it hears from the engine's reply; the others from its events.
     this.at(this.now + this.hop, () => {
-      job.ticket.started(slot);
+      started();
       this.schedulers.forEach((scheduler, router) => {
         if (router !== job.router) scheduler.applyCacheEvent({ type: "slot-holds", workerId: job.ticket.workerId, slot, tokens: job.request.tokens });
       });

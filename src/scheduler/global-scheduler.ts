@@ -14,6 +14,7 @@ import { hasRoom, lentPlaces } from "./placement/capacity.js";
 import type { FleetWorker } from "./placement/fleet-worker.js";
 import { NO_PLACEMENT, pinnedPlacement } from "./placement/pinned.js";
 import { Sessions } from "./placement/session.js";
+import { StoredStates } from "./placement/stored-states.js";
 import { UnreportedPlacements } from "./placement/unreported.js";
 import { PromptMatch } from "./radix/prompt-match.js";
 import { RadixTree } from "./radix/tree.js";
@@ -47,6 +48,8 @@ interface WorkerState extends FleetWorker {
   /** Placements on it not reported by a slot yet, by prompt array: the report of that same
    *  array then starts from the placement's path in the tree instead of walking the tokens. */
   unreported: UnreportedPlacements;
+  /** What its state store holds, as its reports say: the tree sees only the slots. */
+  stored: StoredStates;
   /** Prompt tokens of its requests in flight. */
   activeTokens: number;
   /** Requests on it that other routers placed, as its own reports say (remote engines shared by several routers). */
@@ -147,6 +150,7 @@ export class GlobalScheduler {
         slots: spec.slots,
         matchedTokens: 0,
         reusableTokens: 0,
+        storedTokens: 0,
         kvTokens: 0,
         kvCapacityTokens: spec.capacityTokens,
         activeTokens: 0,
@@ -156,6 +160,7 @@ export class GlobalScheduler {
         timeModel: spec.timeModel,
       },
       unreported: new UnreportedPlacements(),
+      stored: new StoredStates(),
     });
     this.workerList = [...this.workers.values()];
   }
@@ -217,7 +222,7 @@ export class GlobalScheduler {
     // A choice outside the candidates would bypass the filters: a bug, never a placement.
     if (chosen === undefined)
       throw new Error(`${override ? placement.reason : `policy ${this.policyImpl.name}`} chose ${placement.workerId}, which is not a candidate`);
-    return this.book(request, placement, chosen.matchedTokens, model, match, now);
+    return this.book(request, placement, Math.max(chosen.matchedTokens, chosen.storedTokens), model, match, now);
   }
 
   /** The filters (alive, capacity, the request's own exclusions): the workers that may take
@@ -238,6 +243,7 @@ export class GlobalScheduler {
       const held = match.heldOn(account);
       view.matchedTokens = held;
       view.reusableTokens = held > 0 && account.reportsSlots ? match.reusableOn(account) : held;
+      view.storedTokens = worker.stored.size > 0 ? worker.stored.longestPrefix(request.tokens, view.reusableTokens) : 0;
       view.kvTokens = account.used;
       view.activeTokens = worker.activeTokens;
       view.pendingPrefillTokens = sumOf(worker.pendingPrefillByRank);
@@ -317,6 +323,10 @@ export class GlobalScheduler {
         tree.dropWorker(event.workerId);
         tree.setCapacity(event.workerId, worker.spec.capacityTokens);
         worker.unreported.clear();
+        worker.stored.clear();
+        return;
+      case "store-changed":
+        worker.stored.apply(event.changes);
         return;
       case "slot-holds": {
         // The tree keeps per slot its deepest node and per node how many slots hold it: the
@@ -357,6 +367,7 @@ export class GlobalScheduler {
       slots: worker.spec.slots,
       matchedTokens: 0,
       reusableTokens: 0,
+      storedTokens: 0,
       kvTokens: this.models.get(worker.spec.modelId)!.tree.cachedTokens(worker.spec.id),
       kvCapacityTokens: worker.spec.capacityTokens,
       activeTokens: worker.activeTokens,
@@ -371,15 +382,18 @@ export class GlobalScheduler {
    * How many entries each part of the scheduler's state holds (read-only; tests and
    * metrics). Every part is bounded (docs/placement.md): `sessions` by maxSessions and the
    * TTL; `unreported` (placements no slot report has claimed yet) and `inFlight` by the
-   * requests not completed; `treeNodes` and `treeTokens` by the workers' capacities plus
-   * the prompts in flight; the policy's own maps come as `policy.<name>`.
+   * requests not completed; `storedStates` by what the workers' stores hold (and at most
+   * MAX_STORED_STATES per worker); `treeNodes` and `treeTokens` by the workers' capacities
+   * plus the prompts in flight; the policy's own maps come as `policy.<name>`.
    */
   stateSizes(): Record<string, number> {
     let unreported = 0;
     let inFlight = 0;
+    let storedStates = 0;
     for (const worker of this.workers.values()) {
       unreported += worker.unreported.size;
       inFlight += worker.inFlight;
+      storedStates += worker.stored.size;
     }
     let treeNodes = 0;
     let treeTokens = 0;
@@ -387,7 +401,7 @@ export class GlobalScheduler {
       treeNodes += tree.nodeCount;
       treeTokens += tree.tokenCount;
     }
-    const sizes: Record<string, number> = { sessions: this.sessions.size, unreported, inFlight, treeNodes, treeTokens };
+    const sizes: Record<string, number> = { sessions: this.sessions.size, unreported, inFlight, storedStates, treeNodes, treeTokens };
     for (const [name, size] of Object.entries(this.policyImpl.stateSizes?.() ?? {})) sizes[`policy.${name}`] = size;
     return sizes;
   }

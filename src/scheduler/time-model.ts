@@ -175,6 +175,14 @@ export class TimeModel {
     return Math.max(0, k[COPY_BASE]! + k[COPY_PER_TOKEN]! * tokens);
   }
 
+  /**
+   * Time to load a prefix of `tokens` tokens from the worker's own state store into a slot:
+   * half a copy, which is a save of the same state plus its load.
+   */
+  restoreMs(tokens: number): number {
+    return this.copyMs(tokens) / 2;
+  }
+
   /** An observed prefill (from taking the slot to the first token). Non-finite or empty ones are ignored. */
   observePrefill(extendTokens: number, contextTokens: number, ms: number): void {
     const context = Math.max(contextTokens, extendTokens);

@@ -1,6 +1,7 @@
 // The contract between the serving layer, the global scheduler and every placement policy.
 // Pure data: nothing here sees node-llama-cpp, fastify or a clock it was not given.
 import type { TokenIds } from "../common/tokens.js";
+import type { StoreChanges } from "./placement/stored-states.js";
 import type { RadixTree } from "./radix/tree.js";
 import type { PrefixMatch } from "./radix/types.js";
 import type { TimeModel } from "./time-model.js";
@@ -23,6 +24,12 @@ export interface WorkerView {
    * for a worker that reports no slots.
    */
   reusableTokens: number;
+  /**
+   * Longest prefix of THIS request's prompt a state in the worker's state store holds (what
+   * it saved from a reused slot, or adopted from a copy), when longer than reusableTokens;
+   * else 0. The worker loads it into the slot instead of computing it (TimeModel.restoreMs).
+   */
+  storedTokens: number;
   /** KV tokens the tree sees the worker holding, and its KV capacity in tokens. */
   kvTokens: number;
   kvCapacityTokens: number;
@@ -71,7 +78,7 @@ export interface Placement {
   /** Short, loggable reason: "exploit", "explore", "yield", "replicate", "roundrobin", "session"... */
   reason: string;
   /** Longest cached prefix on any candidate (Preble's `matched`; preble counts only what a
-   *  candidate could reuse now, its `reusableTokens`). */
+   *  candidate could reuse now, its `reusableTokens` or `storedTokens`). */
   matchedTokens: number;
   /** Cost of each candidate in ms, for policies that price them (preble: those it priced in full). */
   costs?: Record<string, number>;
@@ -126,4 +133,6 @@ export type CacheEvent =
   /** Slot `slot` of the worker now holds exactly `tokens` (what it held before is gone). */
   | { type: "slot-holds"; workerId: string; slot: number; tokens: TokenIds }
   /** The worker lost its whole cache (restart, crash). */
-  | { type: "worker-reset"; workerId: string };
+  | { type: "worker-reset"; workerId: string }
+  /** The worker's state store gained and lost these states (placement/stored-states.ts). */
+  | { type: "store-changed"; workerId: string; changes: StoreChanges };

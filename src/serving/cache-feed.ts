@@ -74,6 +74,8 @@ export class CacheFeed {
       for (let slot = 0; slot < worker.slots.length; slot++) this.setSlot(worker, slot, []);
       return;
     }
+    // The stream carries slots only: a router in front of this host does not see its workers' state stores.
+    if (event.type === "store-changed") return;
     if (event.slot < worker.slots.length) this.setSlot(worker, event.slot, event.tokens);
   }
 

@@ -120,7 +120,9 @@ export class Dispatcher {
           ...(hooks.pieces ? { pieces: hooks.pieces } : {}),
           onStarted: (event) => {
             cachedTokens = event.cachedTokens;
-            // The worker's report: this slot now holds the prompt. The tree follows it exactly.
+            // The worker's report: this slot now holds the prompt. The tree follows it exactly,
+            // and the scheduler learns what the worker's state store kept and dropped meanwhile.
+            if (event.states) scheduler.applyCacheEvent({ type: "store-changed", workerId: ticket.workerId, changes: event.states });
             ticket.started(event.slot);
             hooks.onStarted?.({ workerId: ticket.workerId, slot: event.slot, promptTokens: tokens.length, cachedTokens, placement: ticket.placement });
           },

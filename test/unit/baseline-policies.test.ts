@@ -25,6 +25,7 @@ const view = (overrides: Partial<WorkerView>): WorkerView => ({
   inFlight: 0,
   slots: 2,
   matchedTokens: 0,
+  storedTokens: 0,
   kvTokens: 0,
   kvCapacityTokens: 1000,
   activeTokens: 0,

@@ -13,7 +13,7 @@ import type { WorkloadRequest } from "../../bench/workloads/tokens.js";
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
 import { LOCAL_SCHEDULER_DEFAULTS } from "../../src/scheduler/local-scheduler-settings.js";
 import { TimeModel, type TimeModelCoefficients } from "../../src/scheduler/time-model.js";
-import type { PlacementPolicy } from "../../src/scheduler/types.js";
+import type { PlacementPolicy, WorkerView } from "../../src/scheduler/types.js";
 
 /** A linear card: prefill 1 ms per evaluated token, nothing fixed; a decode step 10 ms whatever the batch. */
 const LINEAR: TimeModelCoefficients = {
@@ -45,6 +45,17 @@ function request(index: number, arrivalMs: number, tokens: number[], outputToken
   return { index, arrivalMs, tokens, outputTokens, group: index, ...extra };
 }
 
+/** A policy that places every request on the first candidate, after noting `read` of it in `seen`. */
+function firstWorkerSpy(seen: number[], read: (worker: WorkerView) => number): PlacementPolicy {
+  return {
+    name: "spy",
+    place: (_request, candidates) => {
+      seen.push(read(candidates[0]!));
+      return { workerId: candidates[0]!.id, reason: "spy", matchedTokens: 0 };
+    },
+  };
+}
+
 const run = (requests: WorkloadRequest[], policy = "roundrobin", options: Partial<SimOptions> = {}) =>
   simulate({ policy, workers: 2, spec: TINY, requests, ...options });
 
@@ -53,13 +64,7 @@ describe("simulator: what the scheduler is told", () => {
     // One worker, linear card. A (2000 tokens) prefills in [0, 2000): two chunks of 1000; its first token at 2000.
     // B arrives at 500, during A's prefill; C at 2050, once A decodes (and B, 10 tokens, has had its first token at 2020).
     const seen: number[] = [];
-    const spy: PlacementPolicy = {
-      name: "spy",
-      place: (_request, candidates) => {
-        seen.push(candidates[0]!.pendingPrefillTokens);
-        return { workerId: candidates[0]!.id, reason: "spy", matchedTokens: 0 };
-      },
-    };
+    const spy = firstWorkerSpy(seen, (worker) => worker.pendingPrefillTokens);
     const requests = [request(0, 0, ids(1, 2000), 10), request(1, 500, ids(2, 10), 2), request(2, 2050, ids(3, 10), 2)];
     await simulate({ policy: spy, workers: 1, spec: TINY, requests });
     expect(seen).toEqual([0, 2000, 0]);
@@ -306,6 +311,16 @@ describe("simulator: the CPU card (decode passes per run of slots, state store, 
     // C waits 5 (saving B's 80) + 7 (loading A's 120).
     const costly = await one(requests, { ...oneSlot, spill, timeModel: { ...LINEAR, copyBase: 2, copyPerToken: 0.1 } });
     expect(costly.records.map((r) => r.ttftMs)).toEqual([120, 87, 32]);
+  });
+
+  it("state store: what it keeps and drops reaches the scheduler with the next start, as the real worker reports it", async () => {
+    const prefix = ids(12, 100);
+    const requests = [request(0, 0, [...prefix, ...ids(13, 20)], 1), request(1, 200, ids(14, 80), 1), request(2, 400, [...prefix, ...ids(15, 20)], 1)];
+    const stored: number[] = [];
+    const spy = firstWorkerSpy(stored, (worker) => worker.storedTokens);
+    // B's start saved A (120 tokens) and said so: C's placement sees the 100 tokens it shares.
+    await simulate({ policy: spy, workers: 1, spec: { ...TINY, slots: 1, spill: { budgetTokens: 10_000, minTokens: 10, minRestoreGain: 16 } }, requests });
+    expect(stored).toEqual([0, 0, 100]);
   });
 
   it("context lock: a request given a used slot waits until nothing runs on its worker", async () => {

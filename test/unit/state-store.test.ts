@@ -4,7 +4,7 @@ import { access, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { StateMismatchError, StateStore } from "../../src/engine/worker/state-store.js";
+import { StateMismatchError, StateStore, stateId } from "../../src/engine/worker/state-store.js";
 
 const identity = { modelFingerprint: "100:abc", contextSize: 1024, slots: 2 };
 
@@ -47,6 +47,34 @@ describe("StateStore", () => {
     await s.spill([4], save(10));
     expect(s.bestPrefix([1])).toBeUndefined();
     await expect(access(loading.file)).rejects.toThrow();
+  });
+
+  it("reports every state it keeps and drops, once, for the host's scheduler", async () => {
+    const { store: s, clock } = store(25);
+    expect(s.takeChanges()).toBeUndefined();
+    clock.now = 1;
+    const first = (await s.spill([1, 2], save(10)))!;
+    clock.now = 2;
+    const second = (await s.spill([3, 4], save(10)))!;
+    expect(s.takeChanges()).toEqual({
+      stored: [
+        { id: stateId(first), tokens: [1, 2] },
+        { id: stateId(second), tokens: [3, 4] },
+      ],
+      dropped: [],
+    });
+    // Taken: nothing again until the store changes.
+    expect(s.takeChanges()).toBeUndefined();
+    clock.now = 3;
+    // Over budget: the least recently used state goes, and that is reported too.
+    const third = (await s.spill([5], save(10)))!;
+    await s.remove(second);
+    expect(s.takeChanges()).toEqual({ stored: [{ id: stateId(third), tokens: [5] }], dropped: [stateId(first), stateId(second)] });
+    // A state bigger than the whole budget is never kept, so never reported.
+    await s.spill([6], save(30));
+    expect(s.takeChanges()).toBeUndefined();
+    // Ids are the state files' names: distinct for every state.
+    expect(new Set([first, second, third].map(stateId)).size).toBe(3);
   });
 
   it("drops an entry whose file turned out unusable", async () => {

@@ -9,6 +9,7 @@
 import type { TextPieces, TokenLogprob } from "../../contract/generation.js";
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { LocalSchedulerSettings } from "../../scheduler/local-scheduler-settings.js";
+import type { StoreChanges } from "../../scheduler/placement/stored-states.js";
 import type { BindingTests } from "./binding-tests.js";
 import type { TokenIds } from "../../common/tokens.js";
 
@@ -289,7 +290,8 @@ export interface LoadResult {
 
 /** Worker -> host, on the generation's port. */
 export type GenerationEvent =
-  | { type: "started"; slot: number; cachedTokens: number; queueMs: number; restoredTokens: number }
+  /** `states`: what the worker's state store kept and dropped since its last start event (absent: nothing). */
+  | { type: "started"; slot: number; cachedTokens: number; queueMs: number; restoredTokens: number; states?: StoreChanges }
   /** `logprobs`: the entries of the tokens this text came from, when the request asked for them. */
   | { type: "text"; text: string; logprobs?: TokenLogprob[] }
   /** Last event of every generation: everything before it has been delivered. */

@@ -293,7 +293,8 @@ export class SlotEngine {
       // last prompt token itself (it needs its logits): so at most tokens.length - 1 are reused.
       const cachedTokens = Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
       const startedAt = performance.now();
-      send({ type: "started", slot, cachedTokens, queueMs: startedAt - queuedAt, restoredTokens: preparation.restoredTokens });
+      const states = this.store.takeChanges();
+      send({ type: "started", slot, cachedTokens, queueMs: startedAt - queuedAt, restoredTokens: preparation.restoredTokens, ...(states ? { states } : {}) });
       let firstTokenAt: number | undefined;
       let completionTokens = 0;
       // node-llama-cpp spells each text chunk after the completion's earlier tokens, but the

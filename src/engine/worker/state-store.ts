@@ -7,13 +7,18 @@
 // file's fingerprint, the context size per slot and the slot count. node-llama-cpp loads a
 // state from a same-shaped model without complaint (and the result is garbage, or a crash),
 // so a mismatch is refused here, always.
+//
+// Every state kept and dropped is recorded until `takeChanges` collects it: the worker sends
+// them to the host with its next request's start, so the global scheduler knows which
+// prefixes the worker can load back (it places an agent's next turn where its history is).
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { copyFile, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { once } from "../../common/once.js";
 import { commonPrefixLength, type TokenIds } from "../../common/tokens.js";
+import type { StoreChanges } from "../../scheduler/placement/stored-states.js";
 
 export interface StateIdentity {
   modelFingerprint: string;
@@ -48,6 +53,9 @@ export function defaultStateDir(): string {
 export class StateStore {
   private readonly entries: StateEntry[] = [];
   private totalBytes = 0;
+  /** Kept and dropped since the last takeChanges, by state id. */
+  private stored: { id: string; tokens: number[] }[] = [];
+  private dropped: string[] = [];
 
   constructor(
     readonly dir: string,
@@ -108,9 +116,17 @@ export class StateStore {
   async remove(entry: StateEntry): Promise<void> {
     const index = this.entries.indexOf(entry);
     if (index < 0) return;
-    this.entries.splice(index, 1);
-    this.totalBytes -= entry.bytes;
+    this.drop(index);
     await removeState(entry.file);
+  }
+
+  /** The states kept and dropped since the last call (undefined when none), in that order. */
+  takeChanges(): StoreChanges | undefined {
+    if (this.stored.length === 0 && this.dropped.length === 0) return undefined;
+    const changes = { stored: this.stored, dropped: this.dropped };
+    this.stored = [];
+    this.dropped = [];
+    return changes;
   }
 
   /**
@@ -140,9 +156,12 @@ export class StateStore {
     return file;
   }
 
+  /** Empties the store (a worker starting or leaving: the host forgets its cache then). */
   async clear(): Promise<void> {
     this.entries.length = 0;
     this.totalBytes = 0;
+    this.stored = [];
+    this.dropped = [];
     await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -156,17 +175,28 @@ export class StateStore {
     const entry: StateEntry = { file, tokens, bytes: size, lastUsedMs: this.now(), pins: 0 };
     this.entries.push(entry);
     this.totalBytes += size;
+    this.stored.push({ id: stateId(entry), tokens });
     while (this.totalBytes > this.budgetBytes) {
       const unpinned = this.entries.filter((candidate) => candidate.pins === 0);
       // Everything left is being loaded: over budget until those loads end.
       if (unpinned.length === 0) break;
       const oldest = unpinned.reduce((a, b) => (b.lastUsedMs < a.lastUsedMs ? b : a));
-      this.entries.splice(this.entries.indexOf(oldest), 1);
-      this.totalBytes -= oldest.bytes;
+      this.drop(this.entries.indexOf(oldest));
       await removeState(oldest.file);
     }
     return this.entries.includes(entry) ? entry : undefined;
   }
+
+  private drop(index: number): void {
+    const [entry] = this.entries.splice(index, 1);
+    this.totalBytes -= entry!.bytes;
+    this.dropped.push(stateId(entry!));
+  }
+}
+
+/** A state's id in the host's reports: its file's name, unique across the worker's restarts. */
+export function stateId(entry: StateEntry): string {
+  return basename(entry.file, ".state");
 }
 
 /** Reads the identity sidecar of a state file. */

@@ -2,7 +2,8 @@
 // the default policy, with the queue its workers really have priced in.
 //
 // For a request of n prompt tokens, `matched` = the longest prefix any candidate worker
-// could reuse for it now (`reusableTokens`: held by an idle slot), `remaining` = n - matched.
+// could reuse for it now (`reusableTokens`: held by an idle slot; or `storedTokens`: held by
+// a state in its state store, which it loads into the slot), `remaining` = n - matched.
 // Preble's workers share one KV pool, so whatever they cache is reusable; ours give each
 // slot its own cells, and a prefix that only a running request's slot holds (or that a
 // request placed there is still to compute) is computed again in another slot. Counting it
@@ -20,7 +21,12 @@
 //      per token (expected output = median of the last 200 outputs, else max_tokens);
 //   M  eviction: the entries LRU would push out of w to fit this request, each priced as
 //      its future recompute = its requests in the window x its prefill time;
-//   P  this request's new prefill on w: prefill of (n - what w could reuse now) at context n;
+//   P  this request's new prefill on w: prefill of (n - what w could reuse now) at context n,
+//      plus the load of a stored state where that is what w would reuse (TimeModel.restoreMs).
+//      Without the store in the count, an agent whose turn was spilled from its slot lost its
+//      worker: the next turn saw only the chat template matched anywhere and explored, and
+//      half of those turns (4 of 8, two workers of two slots) computed their whole history
+//      again on the other worker (docs/placement.md);
 //   W  the wait for the prefill ahead of it on w, as w stands now (not in Preble, whose
 //      workers batch hundreds of requests over one shared KV pool: ours run a fixed number of
 //      slots): the prefill still ahead of it on w (the uncached prompts placed there whose
@@ -188,12 +194,24 @@ class Scratch {
  */
 function waitMs(worker: WorkerView, model: TimeModel, slotMs: number, n: number): number {
   const byRank = worker.pendingPrefillByRank;
-  // The rank from all the worker holds, busy slots included: so does the worker's own queue.
+  // The rank from all the worker holds, busy slots and its store included: so does the worker's own queue.
   let pending = 0;
-  for (let rank = prefillRankOfHit(worker.matchedTokens, n); rank < byRank.length; rank++) pending += byRank[rank]!;
+  for (let rank = prefillRankOfHit(Math.max(worker.matchedTokens, worker.storedTokens), n); rank < byRank.length; rank++) pending += byRank[rank]!;
   const queuedPrefill = pending > 0 ? model.prefillMs(pending, Math.max(n, pending)) : 0;
   const ahead = worker.inFlight - worker.slots + 1;
   return queuedPrefill + (ahead > 0 ? (ahead * slotMs) / worker.slots : 0);
+}
+
+/** What the worker would reuse of the prompt now: an idle slot's prefix, or a stored state's when longer. */
+function usableTokens(worker: WorkerView): number {
+  return Math.max(worker.reusableTokens, worker.storedTokens);
+}
+
+/** P: the request's prefill on the worker, after what it reuses (a stored state's load included). */
+function newPrefillMs(worker: WorkerView, n: number): number {
+  const model = worker.timeModel;
+  if (worker.storedTokens > worker.reusableTokens) return model.restoreMs(worker.storedTokens) + model.prefillMs(n - worker.storedTokens, n);
+  return model.prefillMs(n - worker.reusableTokens, n);
 }
 
 const ALL = 0;
@@ -218,7 +236,7 @@ export class PreblePolicy implements PlacementPolicy {
     if (count === 0) return undefined;
     const n = request.tokens.length;
     let matched = 0;
-    for (let i = 0; i < count; i++) matched = Math.max(matched, candidates[i]!.reusableTokens);
+    for (let i = 0; i < count; i++) matched = Math.max(matched, usableTokens(candidates[i]!));
     const remaining = n - matched;
     // L, P and W are cheap; M (simulated LRU eviction) is not, and it is never negative, so it is
     // priced only for a worker whose L + P + W can still beat the best total found so far.
@@ -231,7 +249,7 @@ export class PreblePolicy implements PlacementPolicy {
       const model = worker.timeModel;
       const slotMs = expectedOutput * model.decodeMsPerToken(n);
       loads[i] = worker.windowedPrefillMs + worker.inFlight * slotMs;
-      firstToken[i] = waitMs(worker, model, slotMs, n) + model.prefillMs(n - worker.reusableTokens, n);
+      firstToken[i] = waitMs(worker, model, slotMs, n) + newPrefillMs(worker, n);
       partial[i] = loads[i]! + firstToken[i]!;
     }
     // A hash-table object from the start: the workers priced, and so the keys and their order,
@@ -244,7 +262,7 @@ export class PreblePolicy implements PlacementPolicy {
       return this.decide(candidates[this.cheapest(ALL, matched, costs, candidates, request, context)]!, "explore", matched, costs, prefixKey);
 
     let hasOthers = false;
-    for (let i = 0; i < count; i++) if (candidates[i]!.reusableTokens < matched) hasOthers = true;
+    for (let i = 0; i < count; i++) if (usableTokens(candidates[i]!) < matched) hasOthers = true;
     if (prefixKey !== undefined && hasOthers && this.isHot(request.modelId, prefixKey, context.now)) {
       // Redirect first, then copy: the new worker serves this request either way.
       this.ttftByPrefix.get(request.modelId)!.delete(prefixKey);
@@ -252,7 +270,7 @@ export class PreblePolicy implements PlacementPolicy {
       // The least loaded holder (the first among equals).
       let source = -1;
       for (let i = 0; i < count; i++) {
-        if (candidates[i]!.reusableTokens === matched && (source < 0 || loads[i]! < loads[source]!)) source = i;
+        if (usableTokens(candidates[i]!) === matched && (source < 0 || loads[i]! < loads[source]!)) source = i;
       }
       return this.decide(target, "replicate", matched, costs, prefixKey, this.copyIfCheaper(request, candidates[source]!, target, matched));
     }
@@ -346,7 +364,7 @@ export class PreblePolicy implements PlacementPolicy {
     const { partial, cost, order } = this.scratch;
     let size = 0;
     for (let i = 0; i < candidates.length; i++) {
-      const m = candidates[i]!.reusableTokens;
+      const m = usableTokens(candidates[i]!);
       if (group === HOLDERS ? m !== matched : group === OTHERS ? m >= matched : false) continue;
       // Insertion sort by partial cost, stable.
       let j = size++;
@@ -404,7 +422,7 @@ export class PreblePolicy implements PlacementPolicy {
   private copyIfCheaper(request: PlacementRequest, source: WorkerView, target: WorkerView, matched: number): CopyAction[] {
     const model = target.timeModel;
     const copyMs = model.copyMs(matched);
-    const recomputeMs = model.prefillMs(matched - target.matchedTokens, matched);
+    const recomputeMs = model.prefillMs(matched - Math.max(target.matchedTokens, target.storedTokens), matched);
     if (copyMs >= recomputeMs) return [];
     return [{ modelId: request.modelId, fromWorkerId: source.id, toWorkerId: target.id, tokens: request.tokens.slice(0, matched), copyMs, recomputeMs }];
   }

@@ -1,0 +1,105 @@
+// The scheduler's view of the workers' state stores: what each worker reports it saved and
+// dropped, and preble placing a conversation whose history left every slot on the worker
+// that can load it back. No model, no I/O.
+import { describe, expect, it } from "vitest";
+import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
+import { MAX_STORED_STATES, StoredStates } from "../../src/scheduler/placement/stored-states.js";
+import { createPolicy } from "../../src/scheduler/registry.js";
+import { TimeModel } from "../../src/scheduler/time-model.js";
+import type { PlacementRequest } from "../../src/scheduler/types.js";
+import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
+
+const tokens = (seed: number, length: number): number[] => Array.from({ length }, (_, i) => ((seed * 7919 + i * 104729) % 30_000) + 10);
+const request = (prompt: number[]): PlacementRequest => ({ modelId: "m", tokens: prompt, messageCount: 3 });
+
+describe("StoredStates", () => {
+  it("finds the longest prefix a stored state shares with the prompt, only when longer than what the slots give", () => {
+    const stored = new StoredStates();
+    const history = tokens(1, 500);
+    stored.apply({ stored: [{ id: "a", tokens: history }], dropped: [] });
+    stored.apply({ stored: [{ id: "b", tokens: history.slice(0, 200) }], dropped: [] });
+    const nextTurn = [...history, ...tokens(2, 30)];
+    expect(stored.longestPrefix(nextTurn, 0)).toBe(500);
+    // A state longer than the prompt counts for what it shares.
+    expect(stored.longestPrefix(history.slice(0, 300), 0)).toBe(300);
+    // A slot that already gives as much: the store adds nothing.
+    expect(stored.longestPrefix(nextTurn, 500)).toBe(0);
+    expect(stored.longestPrefix(tokens(3, 100), 0)).toBe(0);
+    stored.apply({ stored: [], dropped: ["a"] });
+    expect(stored.longestPrefix(nextTurn, 0)).toBe(200);
+    stored.clear();
+    expect(stored.size).toBe(0);
+    expect(stored.longestPrefix(nextTurn, 0)).toBe(0);
+  });
+
+  it("keeps at most MAX_STORED_STATES per worker, forgetting the oldest report first", () => {
+    const stored = new StoredStates();
+    const reports = Array.from({ length: MAX_STORED_STATES + 10 }, (_, i) => ({ id: `s${i}`, tokens: [i + 1, 7, 7] }));
+    stored.apply({ stored: reports, dropped: [] });
+    expect(stored.size).toBe(MAX_STORED_STATES);
+    expect(stored.longestPrefix([1, 7, 7], 0)).toBe(0);
+    expect(stored.longestPrefix([MAX_STORED_STATES + 10, 7, 7], 0)).toBe(3);
+  });
+});
+
+describe("preble with the workers' state stores", () => {
+  /** Two workers of one slot: an agent's first turn runs on w0, then another request takes w0's slot. */
+  function spilledConversation() {
+    const clock = { t: 0 };
+    const scheduler = new GlobalScheduler(createPolicy("preble"), { now: () => clock.t, sessionPinning: false });
+    for (const id of ["w0", "w1"])
+      scheduler.addWorker({ id, modelId: "m", slots: 1, capacityTokens: 100_000, timeModel: new TimeModel(CPU_LIKE_COEFFICIENTS) });
+    const serve = (prompt: number[], pinned?: string) => {
+      clock.t += 100;
+      const ticket = scheduler.place(request(prompt), pinned)!;
+      ticket.started(0);
+      ticket.finished({ ok: true, promptTokens: prompt.length, cachedTokens: 0, completionTokens: 16, ttftMs: 50 });
+      return ticket;
+    };
+    const history = tokens(1, 800);
+    serve(history, "w0");
+    // The slot is reused: the worker saves the history to its store and says so with the start.
+    scheduler.applyCacheEvent({ type: "store-changed", workerId: "w0", changes: { stored: [{ id: "h", tokens: history }], dropped: [] } });
+    serve(tokens(9, 600), "w0");
+    const nextTurn = [...history, ...tokens(2, 40)];
+    return { scheduler, clock, history, nextTurn };
+  }
+
+  it("exploits the worker whose store holds the history, and books it as cached", () => {
+    const { scheduler, nextTurn } = spilledConversation();
+    // The tree sees the history on no slot: only the store has it.
+    expect(scheduler.tree("m")!.match(nextTurn).longest).toBe(0);
+    const ticket = scheduler.place(request(nextTurn))!;
+    expect(ticket.workerId).toBe("w0");
+    expect(ticket.placement.reason).toBe("exploit");
+    expect(ticket.placement.matchedTokens).toBe(800);
+    // Its prefill is the new message, not the history.
+    expect(ticket.uncachedTokens).toBe(40);
+    expect(scheduler.stateSizes().storedStates).toBe(1);
+  });
+
+  it("explores once the worker reports the state dropped (w1 carries no load)", () => {
+    const { scheduler, nextTurn } = spilledConversation();
+    scheduler.applyCacheEvent({ type: "store-changed", workerId: "w0", changes: { stored: [], dropped: ["h"] } });
+    const ticket = scheduler.place(request(nextTurn))!;
+    expect(ticket.placement.reason).toBe("explore");
+    expect(ticket.workerId).toBe("w1");
+    expect(ticket.uncachedTokens).toBe(nextTurn.length);
+  });
+
+  it("forgets a worker's store when the worker goes down (it restarts with an empty one)", () => {
+    const { scheduler, nextTurn } = spilledConversation();
+    scheduler.setAlive("w0", false);
+    scheduler.setAlive("w0", true);
+    expect(scheduler.stateSizes().storedStates).toBe(0);
+    expect(scheduler.place(request(nextTurn))!.workerId).toBe("w1");
+  });
+
+  it("keeps E2: a stored prefix that covers less than what remains to compute is explored", () => {
+    const { scheduler, history } = spilledConversation();
+    // The store shares 800 tokens of a 2,400-token prompt: the rest outweighs the match (E2).
+    const ticket = scheduler.place(request([...history, ...tokens(3, 1_600)]))!;
+    expect(ticket.placement.reason).toBe("explore");
+    expect(ticket.placement.matchedTokens).toBe(800);
+  });
+});
