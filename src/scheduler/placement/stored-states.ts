@@ -46,9 +46,9 @@ export class StoredStates {
   }
 
   /**
-   * The longest prefix of `prompt` a stored state holds, when longer than `atLeast` (else
-   * `atLeast`'s caller has as much already: 0). A state longer than the prompt counts for
-   * the prompt's length: the worker loads it and drops the tail.
+   * The longest prefix of `prompt` a stored state holds, when it is longer than `atLeast`
+   * (what the worker's slots give already); else 0. A state that goes on past the prompt
+   * counts for what it shares: the worker loads it and drops the rest.
    */
   longestPrefix(prompt: TokenIds, atLeast: number): number {
     let best = 0;
