@@ -303,5 +303,6 @@ async function addToScheduler(scheduler: GlobalScheduler, worker: FleetWorker, f
   worker.engine.reportCacheTo?.({
     slotHolds: (slot, tokens) => scheduler.applyCacheEvent({ type: "slot-holds", workerId, slot, tokens }),
     load: (inFlight) => scheduler.reportLoad(workerId, inFlight),
+    storeChanged: (changes) => scheduler.applyCacheEvent({ type: "store-changed", workerId, changes }),
   });
 }

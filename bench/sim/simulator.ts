@@ -64,9 +64,9 @@
 //   fitted to save + load), before the request's prefill, as the real worker awaits them. LRU
 //   past budgetTokens. With a store, copied-in prefixes are stored states too (the real worker
 //   adopts them into its store), matched by their longest common prefix, and a copy's source
-//   may export from its store. The store's states kept and dropped reach the scheduler that
-//   placed the next request to start on the worker, with that start, as the real worker reports
-//   them. (Not modelled: the store's recency windows, recentMs and hitRatioWindowMs, minutes by
+//   may export from its store. The store's states kept and dropped reach the scheduler with the
+//   start of the next request on the worker, as the real worker reports them (and every router,
+//   a hop later, as the host's event stream carries them). (Not modelled: the store's recency windows, recentMs and hitRatioWindowMs, minutes by
 //   default, longer than a replay.)
 // - node-llama-cpp's context lock (optional, `spec.contextLock`, off by default: it models a
 //   stall the real worker had, not a property of the card). A request taking a slot that holds
@@ -406,22 +406,22 @@ class Simulation implements WorkerHost {
   }
 
   slotTaken(worker: SimWorker, job: Job, slot: number): void {
-    // With the start, the worker reports what its state store kept and dropped to the router
-    // that placed the request (the event stream to other routers carries slots only).
+    // With the start, the worker reports what its state store kept and dropped meanwhile.
     const states = worker.store.takeChanges();
-    const started = () => {
-      if (states) this.schedulers[job.router]!.applyCacheEvent({ type: "store-changed", workerId: worker.id, changes: states });
-      job.ticket.started(slot);
+    const stored = (scheduler: GlobalScheduler) => {
+      if (states) scheduler.applyCacheEvent({ type: "store-changed", workerId: worker.id, changes: states });
     };
     if (!this.network) {
-      started();
+      stored(this.schedulers[0]!);
+      job.ticket.started(slot);
       return;
     }
     // The router that placed it hears from the engine's reply; the others from its events.
     this.at(this.now + this.hop, () => {
-      started();
       this.schedulers.forEach((scheduler, router) => {
-        if (router !== job.router) scheduler.applyCacheEvent({ type: "slot-holds", workerId: job.ticket.workerId, slot, tokens: job.request.tokens });
+        stored(scheduler);
+        if (router === job.router) job.ticket.started(slot);
+        else scheduler.applyCacheEvent({ type: "slot-holds", workerId: job.ticket.workerId, slot, tokens: job.request.tokens });
       });
     });
   }

@@ -8,7 +8,12 @@
 // A slot's change is sent as a delta against what the slot held before (`keep` tokens of the
 // old content, then `append`): an agent's next turn extends its previous prompt, so the delta
 // is its new message, not the whole conversation again.
+//
+// What a worker's state store keeps and drops goes out as it is reported (`stored` events),
+// and the snapshot carries each worker's stored states: a router then knows which host can
+// load an agent's history back once no slot holds it.
 import { commonPrefixLength, type TokenIds } from "../common/tokens.js";
+import { StoredStates } from "../scheduler/placement/stored-states.js";
 import type { CacheEvent } from "../scheduler/types.js";
 import type { HostEvent, HostWorkerSnapshot } from "../engine/radixgate/host-events.js";
 
@@ -20,6 +25,7 @@ interface WorkerMirror {
   modelId: string;
   alive: boolean;
   slots: TokenIds[];
+  stored: StoredStates;
   calibration: CalibrationSamples | undefined;
 }
 
@@ -54,7 +60,7 @@ export class CacheFeed {
    * connects again on it, its slot layout being fixed per connection).
    */
   addWorker(id: string, modelId: string, slots: number, calibration: CalibrationSamples | undefined): void {
-    this.workers.set(id, { id, modelId, alive: true, slots: Array.from({ length: slots }, () => []), calibration });
+    this.workers.set(id, { id, modelId, alive: true, slots: Array.from({ length: slots }, () => []), stored: new StoredStates(), calibration });
     if (this.listeners.get(modelId)?.size) this.emit(modelId, this.snapshot(modelId));
   }
 
@@ -72,10 +78,14 @@ export class CacheFeed {
     if (!worker) return;
     if (event.type === "worker-reset") {
       for (let slot = 0; slot < worker.slots.length; slot++) this.setSlot(worker, slot, []);
+      const dropped = [...worker.stored.entries()].map(({ id }) => id);
+      if (dropped.length > 0) this.storeChanged(worker, [], dropped);
       return;
     }
-    // The stream carries slots only: a router in front of this host does not see its workers' state stores.
-    if (event.type === "store-changed") return;
+    if (event.type === "store-changed") {
+      this.storeChanged(worker, event.changes.stored, event.changes.dropped);
+      return;
+    }
     if (event.slot < worker.slots.length) this.setSlot(worker, event.slot, event.tokens);
   }
 
@@ -120,6 +130,7 @@ export class CacheFeed {
           id: worker.id,
           alive: worker.alive,
           slots: worker.slots.map((tokens) => [...tokens]),
+          stored: [...worker.stored.entries()].map(({ id, tokens }) => ({ id, tokens: [...tokens] })),
           inFlight: inFlight.get(worker.id) ?? 0,
           calibration: worker.calibration,
         })),
@@ -134,6 +145,18 @@ export class CacheFeed {
     const keep = commonPrefixLength(before, tokens);
     if (keep === before.length && keep === tokens.length) return;
     this.emit(worker.modelId, { type: "slot", worker: worker.id, slot, keep, append: [...tokens.slice(keep)] });
+  }
+
+  /** The worker's store kept and dropped these: the mirror follows, and routers following the model are told. */
+  private storeChanged(worker: WorkerMirror, stored: readonly { id: string; tokens: TokenIds }[], dropped: readonly string[]): void {
+    worker.stored.apply({ stored, dropped });
+    if (!this.listeners.get(worker.modelId)?.size) return;
+    this.emit(worker.modelId, {
+      type: "stored",
+      worker: worker.id,
+      stored: stored.map(({ id, tokens }) => ({ id, tokens: [...tokens] })),
+      dropped: [...dropped],
+    });
   }
 
   private sendLoad(): void {

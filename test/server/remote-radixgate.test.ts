@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify as stringifyYaml } from "yaml";
 import { freePort } from "../helpers/remote-engines.js";
+import { salted } from "../helpers/salt.js";
 import { healthOf, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 import { streamChat, type StreamSeen } from "../helpers/stream-chat.js";
 import { until } from "../helpers/until.js";
@@ -171,6 +172,34 @@ describe("routers in front of Radixgate hosts", () => {
     const turn3 = await chat(second, [...last.messages, { role: "user", content: "One more?" }]);
     expect(turn3.worker).toBe(last.worker);
     expect(turn3.cachedTokens).toBeGreaterThanOrEqual(200);
+  });
+
+  it("sends an agent's next turn to the host whose worker stored its history, once no slot there holds it", async () => {
+    const stored = (router: TestServer) => router.radixgate.scheduler.stateSizes().storedStates ?? 0;
+    const before = stored(second);
+    // A history long enough that loading it beats computing it (on the tiny model a few hundred
+    // tokens compute faster than a state loads, and the router rightly sends them elsewhere).
+    const messages = [
+      { role: "system", content: salted(650) },
+      { role: "user", content: "Step 1: what comes next?" },
+    ];
+    const turn1 = await chat(second, messages, { "x-radixgate-worker": "w0" });
+    // Two other prompts take both slots of that host's one worker: it saves the history to its
+    // store first, and its event stream says so. They go through the same router, so its own
+    // load sits on w0: a turn that saw no history anywhere would go to w1.
+    for (let i = 0; i < 2; i++) await chat(second, [{ role: "user", content: salted(120) }], { "x-radixgate-worker": "w0" });
+    const known = await until(
+      async () => stored(second),
+      (count) => count > before,
+    );
+    expect(known).toBeGreaterThan(before);
+    expect(treeTokens(second).w0).toBeGreaterThan(0);
+    const next = [...messages, { role: "assistant", content: turn1.content }, { role: "user", content: "Step 2: and then?" }];
+    const turn2 = await chat(second, next);
+    expect(turn2.worker).toBe("w0");
+    // The router's match was the store's, and the host loaded it: the history was not computed again.
+    expect(turn2.matchedTokens).toBeGreaterThanOrEqual(turn1.promptTokens);
+    expect(turn2.cachedTokens).toBeGreaterThanOrEqual(turn1.promptTokens);
   });
 
   it("loses no request without a first token when a host is killed mid-burst, forgets its cache at once, and takes it back", async () => {

@@ -4,6 +4,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { HostMirror, layoutOf, type HostEvent } from "../../src/engine/radixgate/host-events.js";
+import { StoredStates } from "../../src/scheduler/placement/stored-states.js";
 import { CacheFeed, type FeedEvent } from "../../src/serving/cache-feed.js";
 
 function feedOf(inFlight = new Map<string, number>()) {
@@ -14,14 +15,16 @@ function feedOf(inFlight = new Map<string, number>()) {
 function follow(feed: CacheFeed, model: string) {
   const flat: number[][] = [];
   const loads: number[] = [];
+  // What the router's scheduler keeps of the host's stores (the host is one worker to it).
+  const stored = new StoredStates();
   let mirror: HostMirror | undefined;
   const unsubscribe = feed.subscribe(model, (event: FeedEvent) => {
     if (event.type === "snapshot") {
       mirror = new HostMirror(layoutOf(event as HostEvent & { type: "snapshot" }), event as HostEvent & { type: "snapshot" });
-      mirror.listen({ slotHolds: (slot, tokens) => (flat[slot] = [...tokens]), load: (n) => loads.push(n) });
+      mirror.listen({ slotHolds: (slot, tokens) => (flat[slot] = [...tokens]), load: (n) => loads.push(n), storeChanged: (changes) => stored.apply(changes) });
     } else expect(mirror!.apply(event as HostEvent)).toBe(true);
   });
-  return { flat, loads, mirror: () => mirror!, unsubscribe };
+  return { flat, loads, storedIds: () => [...stored.entries()].map(({ id }) => id).sort(), stored, mirror: () => mirror!, unsubscribe };
 }
 
 describe("CacheFeed and HostMirror", () => {
@@ -104,6 +107,52 @@ describe("CacheFeed and HostMirror", () => {
       ["w0", false],
       ["w1", true],
     ]);
+    feed.close();
+  });
+
+  it("send what the workers' stores keep and drop; a router that joins late has the same; a reset or a death drops a worker's", () => {
+    const feed = feedOf();
+    feed.addWorker("w0", "m", 1, undefined);
+    feed.addWorker("w1", "m", 1, undefined);
+    const events: FeedEvent[] = [];
+    feed.subscribe("m", (event) => events.push(event));
+    const early = follow(feed, "m");
+    feed.cacheEvent({
+      type: "store-changed",
+      workerId: "w0",
+      changes: {
+        stored: [
+          { id: "a", tokens: [1, 2] },
+          { id: "b", tokens: [3] },
+        ],
+        dropped: [],
+      },
+    });
+    feed.cacheEvent({
+      type: "store-changed",
+      workerId: "w1",
+      changes: {
+        stored: [
+          { id: "c", tokens: [4, 5, 6] },
+          { id: "d", tokens: [7] },
+        ],
+        dropped: [],
+      },
+    });
+    feed.cacheEvent({ type: "store-changed", workerId: "w0", changes: { stored: [], dropped: ["a"] } });
+    expect(events.at(-1)).toEqual({ type: "stored", worker: "w0", stored: [], dropped: ["a"] });
+    const late = follow(feed, "m");
+    for (const router of [early, late]) {
+      expect(router.storedIds()).toEqual(["b", "c", "d"]);
+      // The router's scheduler finds the host's stored prefix of a prompt.
+      expect(router.stored.longestPrefix([4, 5, 6, 9], 0)).toBe(3);
+    }
+    feed.cacheEvent({ type: "worker-reset", workerId: "w1" });
+    expect(events.at(-1)).toEqual({ type: "stored", worker: "w1", stored: [], dropped: ["c", "d"] });
+    for (const router of [early, late]) expect(router.storedIds()).toEqual(["b"]);
+    // A worker that goes down: the routers drop its states at once.
+    feed.setAlive("w0", false);
+    for (const router of [early, late]) expect(router.storedIds()).toEqual([]);
     feed.close();
   });
 

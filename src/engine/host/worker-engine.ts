@@ -6,6 +6,7 @@ import type { FinishReason, GenerationResult, TextPieces, TokenLogprob } from ".
 import type { SamplingParams } from "../../contract/sampling.js";
 import type { ExportResult, GenerationEvent, ImportResult, LoadResult, ProfileOptions, ProfileResult, WorkerInit, WorkerStats } from "../wire/protocol.js";
 import type { TokenIds } from "../../common/tokens.js";
+import type { StoreChanges } from "../../scheduler/placement/stored-states.js";
 
 /** How a worker runs: a thread of the host, a child process (node-llama-cpp's or llama-server), or a server elsewhere. */
 export type Isolation = "thread" | "process" | "remote";
@@ -26,6 +27,8 @@ export interface CacheReports {
   slotHolds(slot: number, tokens: readonly number[]): void;
   /** Requests it holds now, whoever sent them. */
   load(inFlight: number): void;
+  /** Its state store kept and dropped these states (an engine that has a store of ours). */
+  storeChanged(changes: StoreChanges): void;
 }
 
 export interface GenerateHooks {

@@ -2,7 +2,11 @@
 // snapshot, then every slot change, worker death and load report, kept as a mirror of what
 // each of the host's slots holds. The host's workers are laid end to end: its worker i's slot
 // s is slot offset(i) + s of the one worker the router sees for the whole host, so the
-// router's tree holds the host's cache exactly, whoever placed the requests there.
+// router's tree holds the host's cache exactly, whoever placed the requests there. What the
+// host's workers keep in their state stores comes along, as one store for the whole host: the
+// router's scheduler then sends an agent's next turn to the host that can load its history,
+// and the host's own scheduler to the worker that holds it.
+import { StoredStates, type StoreChanges } from "../../scheduler/placement/stored-states.js";
 import type { CacheReports } from "../host/worker-engine.js";
 import { send, sseEvents } from "../remote/http-client.js";
 
@@ -15,6 +19,8 @@ export interface HostWorkerSnapshot {
   inFlight: number;
   /** The host's calibration samples of this worker: a router fits its time model from them. */
   calibration: { prefill: { extend: number; context: number; ms: number }[]; decode: { context: number; msPerToken: number }[] } | undefined;
+  /** What its state store holds, by state id (absent: a host that does not say). */
+  stored?: { id: string; tokens: number[] }[];
 }
 
 /**
@@ -25,6 +31,8 @@ export type HostEvent =
   | { type: "snapshot"; model: string; contextSize: number; fingerprint: string | undefined; workers: HostWorkerSnapshot[] }
   | { type: "slot"; worker: string; slot: number; keep: number; append: number[] }
   | { type: "alive"; worker: string; alive: boolean }
+  /** A worker's state store kept (`stored`) and dropped (by id) these states. */
+  | { type: "stored"; worker: string; stored: { id: string; tokens: number[] }[]; dropped: string[] }
   | { type: "load"; inFlight: Record<string, number> };
 
 export interface HostLayout {
@@ -50,6 +58,8 @@ export function layoutOf(snapshot: Extract<HostEvent, { type: "snapshot" }>): Ho
 export class HostMirror {
   readonly slots: number[][];
   inFlight = 0;
+  /** Each host worker's stored states (ids are unique across the host: state file names). */
+  private readonly stored = new Map<string, StoredStates>();
   private listener: CacheReports | undefined;
 
   constructor(
@@ -60,6 +70,9 @@ export class HostMirror {
     for (const worker of snapshot.workers) {
       const offset = layout.offsets.get(worker.id)!;
       for (const [slot, tokens] of worker.slots.entries()) this.slots[offset + slot] = worker.alive ? tokens : [];
+      const stored = new StoredStates();
+      if (worker.alive) stored.apply({ stored: worker.stored ?? [], dropped: [] });
+      this.stored.set(worker.id, stored);
     }
     this.inFlight = snapshot.workers.reduce((sum, worker) => sum + worker.inFlight, 0);
   }
@@ -68,6 +81,8 @@ export class HostMirror {
   listen(listener: CacheReports): void {
     this.listener = listener;
     for (const [slot, tokens] of this.slots.entries()) listener.slotHolds(slot, tokens);
+    const stored = [...this.stored.values()].flatMap((states) => [...states.entries()]);
+    if (stored.length > 0) listener.storeChanged({ stored, dropped: [] });
     listener.load(this.inFlight);
   }
 
@@ -94,13 +109,25 @@ export class HostMirror {
       case "alive": {
         const offset = this.layout.offsets.get(event.worker);
         if (offset === undefined) return false;
-        // A worker that went down lost its cache (the host says so slot by slot too).
+        // A worker that went down lost its cache (the host says so slot by slot too), its store included.
         if (!event.alive) {
           for (let slot = offset; slot < offset + this.layout.slotsOf.get(event.worker)!; slot++) {
             this.slots[slot] = [];
             this.listener?.slotHolds(slot, []);
           }
+          const states = this.stored.get(event.worker)!;
+          const dropped = [...states.entries()].map(({ id }) => id);
+          states.clear();
+          if (dropped.length > 0) this.listener?.storeChanged({ stored: [], dropped });
         }
+        return true;
+      }
+      case "stored": {
+        const states = this.stored.get(event.worker);
+        if (states === undefined) return false;
+        const changes: StoreChanges = { stored: event.stored, dropped: event.dropped };
+        states.apply(changes);
+        this.listener?.storeChanged(changes);
         return true;
       }
       case "load":

@@ -45,6 +45,11 @@ export class StoredStates {
     this.byId.clear();
   }
 
+  /** Every state, oldest report first. */
+  *entries(): IterableIterator<{ id: string; tokens: TokenIds }> {
+    for (const [id, tokens] of this.byId) yield { id, tokens };
+  }
+
   /**
    * The longest prefix of `prompt` a stored state holds, when it is longer than `atLeast`
    * (what the worker's slots give already); else 0. A state that goes on past the prompt
