@@ -292,7 +292,11 @@ async function addToScheduler(scheduler: GlobalScheduler, worker: FleetWorker, f
   const calibration = await calibrate(worker.engine, await calibrationIdentity(worker.engine.init, info));
   const workerId = worker.engine.id;
   if (scheduler.hasWorker(workerId)) return;
-  feed.addWorker(workerId, worker.modelId, info.slots, { prefill: calibration.samples.prefill, decode: calibration.samples.decode });
+  feed.addWorker(workerId, worker.modelId, info.slots, {
+    prefill: calibration.samples.prefill,
+    decode: calibration.samples.decode,
+    copy: calibration.samples.copy,
+  });
   scheduler.addWorker({
     id: workerId,
     modelId: worker.modelId,

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify as stringifyYaml } from "yaml";
 import { freePort } from "../helpers/remote-engines.js";
+import { type CopySample, type DecodeSample, type PrefillSample, TimeModel } from "../../src/scheduler/time-model.js";
 import { salted } from "../helpers/salt.js";
 import { healthOf, startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
 import { streamChat, type StreamSeen } from "../helpers/stream-chat.js";
@@ -111,12 +112,18 @@ describe("routers in front of Radixgate hosts", () => {
     abort.abort();
     const snapshot = JSON.parse(text.slice(text.indexOf("data: ") + 6, text.indexOf("\n\n"))) as {
       type: string;
-      workers: { id: string; slots: number[][]; calibration: { prefill: unknown[] } }[];
+      workers: { id: string; slots: number[][]; calibration: { prefill: PrefillSample[]; decode: DecodeSample[]; copy: CopySample[] } }[];
       fingerprint: string;
     };
     expect(snapshot.type).toBe("snapshot");
     expect(snapshot.workers.map((worker) => [worker.id, worker.slots.length])).toEqual([["w0", 2]]);
-    expect(snapshot.workers[0]!.calibration.prefill.length).toBeGreaterThan(0);
+    const calibration = snapshot.workers[0]!.calibration;
+    expect(calibration.prefill.length).toBeGreaterThan(0);
+    // Its measured state saves and loads too: the router prices a stored state's load on the
+    // host from them, not as a recompute.
+    expect(calibration.copy.length).toBeGreaterThan(0);
+    const fitted = TimeModel.fit(calibration.prefill, calibration.decode, calibration.copy);
+    expect(first.radixgate.scheduler.timeModel("w0")!.coefficients).toMatchObject({ copyBase: fitted.copyBase, copyPerToken: fitted.copyPerToken });
     expect(snapshot.fingerprint).toMatch(/^\d+:[0-9a-f]{32}$/);
   });
 
@@ -177,10 +184,10 @@ describe("routers in front of Radixgate hosts", () => {
   it("sends an agent's next turn to the host whose worker stored its history, once no slot there holds it", async () => {
     const stored = (router: TestServer) => router.radixgate.scheduler.stateSizes().storedStates ?? 0;
     const before = stored(second);
-    // A history long enough that loading it beats computing it (on the tiny model a few hundred
-    // tokens compute faster than a state loads, and the router rightly sends them elsewhere).
+    // A history long enough that loading it clearly beats computing it, on the host's measured
+    // speeds (a short one may rightly be computed on the idle host instead).
     const messages = [
-      { role: "system", content: salted(650) },
+      { role: "system", content: salted(400) },
       { role: "user", content: "Step 1: what comes next?" },
     ];
     const turn1 = await chat(second, messages, { "x-radixgate-worker": "w0" });

@@ -17,8 +17,15 @@ export interface HostWorkerSnapshot {
   /** What each slot holds, token for token. */
   slots: number[][];
   inFlight: number;
-  /** The host's calibration samples of this worker: a router fits its time model from them. */
-  calibration: { prefill: { extend: number; context: number; ms: number }[]; decode: { context: number; msPerToken: number }[] } | undefined;
+  /** The host's calibration samples of this worker: a router fits its time model from them
+   *  (`copy`, a state's save + load, prices loading a stored state there; absent from older hosts). */
+  calibration:
+    | {
+        prefill: { extend: number; context: number; ms: number }[];
+        decode: { context: number; msPerToken: number }[];
+        copy?: { tokens: number; ms: number }[];
+      }
+    | undefined;
   /** What its state store holds, by state id (absent: a host that does not say). */
   stored?: { id: string; tokens: number[] }[];
 }

@@ -208,7 +208,8 @@ export class RadixgateEngine extends HttpEngineBase<Life> implements WorkerEngin
       slot: 0,
       prefill: this.calibration.prefill,
       decode: this.calibration.decode,
-      copy: [],
+      // Without them a copy, and so a stored state's load, is priced as a recompute.
+      copy: (this.calibration.copy ?? []).map(({ tokens, ms }) => ({ tokens, ms, bytes: 0 })),
       stateDir: "",
       otherBusySlots: 0,
       totalMs: 0,
