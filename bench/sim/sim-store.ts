@@ -2,7 +2,7 @@
 // `spec.spill`, the real worker's store of evicted slot contents in host memory (what it saves
 // before a request overwrites a slot and loads into a slot; simulator.ts's header says when).
 import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
-import type { StoreChanges } from "../../src/scheduler/placement/stored-states.js";
+import { StoreChangeLog, type StoreChanges } from "../../src/scheduler/placement/stored-states.js";
 import type { TimeModel } from "../../src/scheduler/time-model.js";
 
 /** The real worker's state store (config.yml `spill`), in tokens. */
@@ -44,7 +44,7 @@ export class SimStore {
   private storedTokens = 0;
   private nextId = 1;
   /** States kept and dropped since the last takeChanges (the real store reports them with a request's start). */
-  private changes: { stored: { id: string; tokens: TokenIds }[]; dropped: string[] } = { stored: [], dropped: [] };
+  private readonly changes = new StoreChangeLog();
 
   constructor(
     private readonly spill: SpillSpec | undefined,
@@ -105,10 +105,7 @@ export class SimStore {
 
   /** The states kept and dropped since the last call (undefined when none), as the real worker reports them. */
   takeChanges(): StoreChanges | undefined {
-    const changes = this.changes;
-    if (changes.stored.length === 0 && changes.dropped.length === 0) return undefined;
-    this.changes = { stored: [], dropped: [] };
-    return changes;
+    return this.changes.take();
   }
 
   /** The stored state sharing the longest prefix with `tokens` (the real store's bestPrefix). */
@@ -127,13 +124,13 @@ export class SimStore {
     if (tokens.length > budget) return;
     const id = String(this.nextId++);
     this.stored.push({ id, tokens, lastUsedMs: this.now() });
-    this.changes.stored.push({ id, tokens });
+    this.changes.kept(id, tokens);
     this.storedTokens += tokens.length;
     while (this.storedTokens > budget) {
       let oldest = 0;
       for (let i = 1; i < this.stored.length; i++) if (this.stored[i]!.lastUsedMs < this.stored[oldest]!.lastUsedMs) oldest = i;
       this.storedTokens -= this.stored[oldest]!.tokens.length;
-      this.changes.dropped.push(this.stored[oldest]!.id);
+      this.changes.dropped(this.stored[oldest]!.id);
       this.stored.splice(oldest, 1);
     }
   }

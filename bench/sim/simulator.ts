@@ -66,8 +66,8 @@
 //   adopts them into its store), matched by their longest common prefix, and a copy's source
 //   may export from its store. The store's states kept and dropped reach the scheduler with the
 //   start of the next request on the worker, as the real worker reports them (and every router,
-//   a hop later, as the host's event stream carries them). (Not modelled: the store's recency windows, recentMs and hitRatioWindowMs, minutes by
-//   default, longer than a replay.)
+//   a hop later, as the host's event stream carries them). (Not modelled: the store's recency
+//   windows, recentMs and hitRatioWindowMs, minutes by default, longer than a replay.)
 // - node-llama-cpp's context lock (optional, `spec.contextLock`, off by default: it models a
 //   stall the real worker had, not a property of the card). A request taking a slot that holds
 //   something (its stale tail must be erased), or saving or loading a stored state, needs the

@@ -78,7 +78,7 @@ export class CacheFeed {
     if (!worker) return;
     if (event.type === "worker-reset") {
       for (let slot = 0; slot < worker.slots.length; slot++) this.setSlot(worker, slot, []);
-      const dropped = [...worker.stored.entries()].map(({ id }) => id);
+      const dropped = worker.stored.clear();
       if (dropped.length > 0) this.storeChanged(worker, [], dropped);
       return;
     }

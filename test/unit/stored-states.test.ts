@@ -1,7 +1,9 @@
 // The scheduler's view of the workers' state stores: what each worker reports it saved and
 // dropped, and preble placing a conversation whose history left every slot on the worker
 // that can load it back. No model, no I/O.
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { commonPrefixLength } from "../../src/common/tokens.js";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import { MAX_STORED_STATES, StoredStates } from "../../src/scheduler/placement/stored-states.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
@@ -30,6 +32,43 @@ describe("StoredStates", () => {
     stored.clear();
     expect(stored.size).toBe(0);
     expect(stored.longestPrefix(nextTurn, 0)).toBe(0);
+  });
+
+  it("finds what comparing the prompt with every state finds, after any reports (each state compared from where the one before it left off)", () => {
+    const ids = ["a", "b", "c", "d", "e"];
+    // Few distinct tokens: states and prompts share prefixes of every length with each other.
+    const sequence = fc.array(fc.integer({ min: 1, max: 3 }), { maxLength: 10 });
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            stored: fc.array(fc.record({ id: fc.constantFrom(...ids), tokens: sequence }), { maxLength: 3 }),
+            dropped: fc.array(fc.constantFrom(...ids), { maxLength: 2 }),
+          }),
+          {
+            maxLength: 8,
+          },
+        ),
+        sequence,
+        fc.integer({ min: 0, max: 6 }),
+        (reports, prompt, atLeast) => {
+          const stored = new StoredStates();
+          const truth = new Map<string, number[]>();
+          for (const report of reports) {
+            stored.apply(report);
+            for (const { id, tokens } of report.stored) {
+              truth.delete(id);
+              truth.set(id, tokens);
+            }
+            for (const id of report.dropped) truth.delete(id);
+          }
+          const longest = Math.max(0, ...[...truth.values()].map((tokens) => commonPrefixLength(tokens, prompt)));
+          expect(stored.longestPrefix(prompt, atLeast)).toBe(longest > atLeast ? longest : 0);
+          expect([...stored.entries()]).toEqual([...truth].map(([id, tokens]) => ({ id, tokens })));
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 
   it("keeps at most MAX_STORED_STATES per worker, forgetting the oldest report first", () => {

@@ -122,9 +122,7 @@ export class HostMirror {
             this.slots[slot] = [];
             this.listener?.slotHolds(slot, []);
           }
-          const states = this.stored.get(event.worker)!;
-          const dropped = [...states.entries()].map(({ id }) => id);
-          states.clear();
+          const dropped = this.stored.get(event.worker)!.clear();
           if (dropped.length > 0) this.listener?.storeChanged({ stored: [], dropped });
         }
         return true;

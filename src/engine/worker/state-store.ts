@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { once } from "../../common/once.js";
 import { commonPrefixLength, type TokenIds } from "../../common/tokens.js";
-import type { StoreChanges } from "../../scheduler/placement/stored-states.js";
+import { StoreChangeLog, type StoreChanges } from "../../scheduler/placement/stored-states.js";
 
 export interface StateIdentity {
   modelFingerprint: string;
@@ -54,8 +54,7 @@ export class StateStore {
   private readonly entries: StateEntry[] = [];
   private totalBytes = 0;
   /** Kept and dropped since the last takeChanges, by state id. */
-  private stored: { id: string; tokens: number[] }[] = [];
-  private dropped: string[] = [];
+  private changes = new StoreChangeLog();
 
   constructor(
     readonly dir: string,
@@ -122,11 +121,7 @@ export class StateStore {
 
   /** The states kept and dropped since the last call (undefined when none), in that order. */
   takeChanges(): StoreChanges | undefined {
-    if (this.stored.length === 0 && this.dropped.length === 0) return undefined;
-    const changes = { stored: this.stored, dropped: this.dropped };
-    this.stored = [];
-    this.dropped = [];
-    return changes;
+    return this.changes.take();
   }
 
   /**
@@ -160,8 +155,7 @@ export class StateStore {
   async clear(): Promise<void> {
     this.entries.length = 0;
     this.totalBytes = 0;
-    this.stored = [];
-    this.dropped = [];
+    this.changes = new StoreChangeLog();
     await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -175,7 +169,7 @@ export class StateStore {
     const entry: StateEntry = { file, tokens, bytes: size, lastUsedMs: this.now(), pins: 0 };
     this.entries.push(entry);
     this.totalBytes += size;
-    this.stored.push({ id: stateId(entry), tokens });
+    this.changes.kept(stateId(entry), tokens);
     while (this.totalBytes > this.budgetBytes) {
       const unpinned = this.entries.filter((candidate) => candidate.pins === 0);
       // Everything left is being loaded: over budget until those loads end.
@@ -190,7 +184,7 @@ export class StateStore {
   private drop(index: number): void {
     const [entry] = this.entries.splice(index, 1);
     this.totalBytes -= entry!.bytes;
-    this.dropped.push(stateId(entry!));
+    this.changes.dropped(stateId(entry!));
   }
 }
 

@@ -4,7 +4,7 @@
 // slot; the store keeps it after that, and loading it back into a slot costs a fraction of
 // computing it again. The tree sees only the slots, so without these the scheduler places an
 // agent's next turn as if its history were gone from every worker.
-import { commonPrefixLength, type TokenIds } from "../../common/tokens.js";
+import { commonPrefixLength, sharedTokenCount, type TokenIds } from "../../common/tokens.js";
 
 /** A worker's report of what its store gained and lost since its last report. */
 export interface StoreChanges {
@@ -19,49 +19,104 @@ export interface StoreChanges {
  */
 export const MAX_STORED_STATES = 4096;
 
+/**
+ * A store's side of the reports: what it kept and dropped since the last report was taken,
+ * in that order. The worker's state store and the simulator's keep one each.
+ */
+export class StoreChangeLog {
+  private changes: { stored: { id: string; tokens: TokenIds }[]; dropped: string[] } = { stored: [], dropped: [] };
+
+  kept(id: string, tokens: TokenIds): void {
+    this.changes.stored.push({ id, tokens });
+  }
+
+  dropped(id: string): void {
+    this.changes.dropped.push(id);
+  }
+
+  /** The changes since the last call (undefined when none); the log starts again empty. */
+  take(): StoreChanges | undefined {
+    const changes = this.changes;
+    if (changes.stored.length === 0 && changes.dropped.length === 0) return undefined;
+    this.changes = { stored: [], dropped: [] };
+    return changes;
+  }
+}
+
+/** One stored state, with how many tokens it shares with the state before it in the list. */
+interface StoredState {
+  id: string;
+  tokens: TokenIds;
+  sharedWithPrevious: number;
+}
+
 export class StoredStates {
-  /** In the order they were reported (a Map keeps insertion order): the oldest first. */
-  private readonly byId = new Map<string, TokenIds>();
+  /** In the order they were reported, the oldest first. */
+  private readonly states: StoredState[] = [];
+  private readonly byId = new Map<string, StoredState>();
 
   get size(): number {
-    return this.byId.size;
+    return this.states.length;
   }
 
   /** Applies a worker's report: its new states, then the ones it dropped. */
   apply(changes: StoreChanges): void {
     for (const { id, tokens } of changes.stored) {
-      this.byId.delete(id);
-      this.byId.set(id, tokens);
+      this.remove(id);
+      const last = this.states[this.states.length - 1];
+      const state = { id, tokens, sharedWithPrevious: last ? commonPrefixLength(last.tokens, tokens) : 0 };
+      this.states.push(state);
+      this.byId.set(id, state);
     }
-    for (const id of changes.dropped) this.byId.delete(id);
-    for (const id of this.byId.keys()) {
-      if (this.byId.size <= MAX_STORED_STATES) break;
-      this.byId.delete(id);
-    }
+    for (const id of changes.dropped) this.remove(id);
+    while (this.states.length > MAX_STORED_STATES) this.remove(this.states[0]!.id);
   }
 
-  /** The worker restarted or left: its store went with it. */
-  clear(): void {
+  /** The worker restarted or left: its store went with it. Returns the ids it held. */
+  clear(): string[] {
+    const ids = this.states.map((state) => state.id);
+    this.states.length = 0;
     this.byId.clear();
+    return ids;
   }
 
   /** Every state, oldest report first. */
   *entries(): IterableIterator<{ id: string; tokens: TokenIds }> {
-    for (const [id, tokens] of this.byId) yield { id, tokens };
+    for (const { id, tokens } of this.states) yield { id, tokens };
   }
 
   /**
    * The longest prefix of `prompt` a stored state holds, when it is longer than `atLeast`
    * (what the worker's slots give already); else 0. A state that goes on past the prompt
    * counts for what it shares: the worker loads it and drops the rest.
+   *
+   * One walk down the list, each state compared from where the one before it left off: what
+   * the prompt shares with a state follows from what it shares with the previous state and
+   * what the two states share, unless those are equal (then the comparison goes on from
+   * there). An agent's stored turns share its long system prompt: compared one by one, each
+   * cost a walk through it (51 us per call for 64 states sharing 1,500 tokens).
    */
   longestPrefix(prompt: TokenIds, atLeast: number): number {
     let best = 0;
-    for (const tokens of this.byId.values()) {
-      if (tokens.length <= Math.max(atLeast, best)) continue;
-      const shared = commonPrefixLength(tokens, prompt);
+    let shared = 0;
+    for (let i = 0; i < this.states.length; i++) {
+      const { tokens, sharedWithPrevious } = this.states[i]!;
+      if (i === 0 || sharedWithPrevious === shared) {
+        const from = i === 0 ? 0 : shared;
+        shared = from + sharedTokenCount(tokens, from, prompt, from, Math.min(tokens.length, prompt.length) - from);
+      } else shared = Math.min(shared, sharedWithPrevious);
       if (shared > best) best = shared;
     }
     return best > atLeast ? best : 0;
+  }
+
+  private remove(id: string): void {
+    const state = this.byId.get(id);
+    if (state === undefined) return;
+    this.byId.delete(id);
+    const index = this.states.indexOf(state);
+    this.states.splice(index, 1);
+    const next = this.states[index];
+    if (next) next.sharedWithPrevious = index === 0 ? 0 : commonPrefixLength(this.states[index - 1]!.tokens, next.tokens);
   }
 }
