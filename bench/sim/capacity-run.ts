@@ -4,6 +4,7 @@
 import type { ArmRecord } from "./report.js";
 import type { Fleet } from "./run.js";
 import { CAPACITY_DEFAULTS, findCapacity, sloTtftP99Ms } from "./capacity.js";
+import { CEILING_BALANCERS } from "./reuse-ceiling.js";
 import { coldPrefillRatePerS } from "./workloads.js";
 
 /** Sessions a closed-loop workload needs for its capacity to be a rate (see capacityAtSlo). */
@@ -57,21 +58,40 @@ export interface CapacityBaseline {
   capacity: readonly CapacityEntry[];
 }
 
+/** A fleet's capacity with the ceiling of reuse (reuse-ceiling.ts) under one balancer: not a real fleet. */
+export interface CeilingEntry {
+  workload: string;
+  card: string;
+  workers: number;
+  /** The policy that places (a balancer: reuse is the same on every card). */
+  balancer: string;
+  sloTtftP99Ms: number;
+  ratePerS: number;
+  load: number;
+  probes: number;
+}
+
 export interface CapacityReport {
   capacity: CapacityEntry[];
   latency: LatencyEntry[];
+  /** With the ceiling of reuse asked for: each fleet's capacity under it, per balancer. */
+  ceiling?: CeilingEntry[];
   /** The latency arms, for the report's usual tables and charts. */
   arms: ArmRecord[];
 }
 
+/** Runs one arm: a policy on a fleet at a load, on the real fleet or, with `reuseCeiling`, under the ceiling of reuse. */
+export type ArmRunner = (fleet: Fleet, load: number, policy: string, reuseCeiling?: boolean) => Promise<ArmRecord>;
+
 export async function capacityAtSlo(
   fleets: readonly Fleet[],
   policies: readonly string[],
-  runArm: (fleet: Fleet, load: number, policy: string) => Promise<ArmRecord>,
+  runArm: ArmRunner,
   onCapacity: () => void,
+  options: { reuseCeiling?: boolean } = {},
 ): Promise<CapacityReport> {
   if (!policies.includes("roundrobin")) throw new Error("--capacity reports latency at fractions of roundrobin's capacity: include roundrobin in --policies");
-  const report: CapacityReport = { capacity: [], latency: [], arms: [] };
+  const report: CapacityReport = { capacity: [], latency: [], arms: [], ...(options.reuseCeiling ? { ceiling: [] } : {}) };
   for (const fleet of fleets) {
     if (fleet.sample.kind === "burst") throw new Error(`--capacity: ${fleet.name} is one burst with no arrival rate; leave it out`);
     // Agent sessions start at Poisson arrivals and send each next turn after their last answer:
@@ -109,6 +129,26 @@ export async function capacityAtSlo(
         probes: found.probes.length,
         refused: found.probes[0]?.refused ?? 0,
         ...(atCapacity?.decisions && atCapacity.network ? { atCapacity: atCapacityOf(atCapacity) } : {}),
+      });
+      onCapacity();
+    }
+    for (const balancer of report.ceiling ? CEILING_BALANCERS : []) {
+      const found = await findCapacity(
+        async (load) => {
+          const arm = await runArm(fleet, load, balancer, true);
+          return { ttftP99Ms: arm.summary.ttftMs.p99, refused: arm.summary.refused };
+        },
+        { ...CAPACITY_DEFAULTS, sloTtftP99Ms: slo },
+      );
+      report.ceiling!.push({
+        workload: fleet.name,
+        card: fleet.gpu,
+        workers: fleet.workers,
+        balancer,
+        sloTtftP99Ms: slo,
+        ratePerS: found.load * r0PerS,
+        load: found.load,
+        probes: found.probes.length,
       });
       onCapacity();
     }
@@ -186,6 +226,43 @@ export function tailSection(arms: readonly ArmRecord[]): string[] {
 /** Workloads whose target is preble >= 2x roundrobin and >= 1.25x the best published rule. */
 const AGENT_WORKLOADS = new Set(["preble-toolbench", "preble-alfworld", "agent-loops"]);
 const PUBLISHED_RULES = ["cache-aware", "dynamo", "llm-d"];
+
+/**
+ * The ceiling of reuse beside the real policies: per fleet, the best balancer's capacity when
+ * every card holds every prompt seen (reuse-ceiling.ts), and what it leaves within reach.
+ */
+export function ceilingSection(capacity: readonly CapacityEntry[], ceiling: readonly CeilingEntry[]): string[] {
+  const fleets = [...new Map(ceiling.map((entry) => [`${entry.workload}|${entry.card}|${entry.workers}`, entry])).values()];
+  const lines = [
+    "### The ceiling of reuse: what no placement rule can pass",
+    "",
+    "The same fleets with every card holding every prompt seen so far, free (bench/sim/reuse-ceiling.ts; not a card that exists): each request reuses the longest prefix it shares with any earlier prompt, wherever it lands, with no load time and no cells spent keeping it. Reuse is then the same on every card, and what is left to placement is balance, so the better of roundrobin and least-load under it bounds what any policy reaches through reuse on that fleet, at the same SLO. A capacity target above the ceiling is out of reach of placement: it needs a card that does more with what it reuses.",
+    "",
+    `| workload | card x workers | ceiling req/s (${CEILING_BALANCERS.join(" / ")}) | ceiling / roundrobin | ceiling / best published rule | preble / ceiling | 2x roundrobin | 1.25x best published rule |`,
+    "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+  ];
+  for (const fleet of fleets) {
+    const same = (entry: { workload: string; card: string; workers: number }) =>
+      entry.workload === fleet.workload && entry.card === fleet.card && entry.workers === fleet.workers;
+    const rates = CEILING_BALANCERS.map((balancer) => ceiling.find((entry) => same(entry) && entry.balancer === balancer)?.ratePerS ?? Number.NaN);
+    const best = Math.max(...rates.filter(Number.isFinite));
+    const rate = (policy: string) => capacity.find((entry) => same(entry) && entry.policy === policy)?.ratePerS ?? Number.NaN;
+    const published = PUBLISHED_RULES.map(rate).filter(Number.isFinite);
+    const bestPublished = published.length > 0 ? Math.max(...published) : Number.NaN;
+    // Only where the fleet has those targets (the agent workloads on 4 cards or more).
+    const reach = (target: number) =>
+      !AGENT_WORKLOADS.has(fleet.workload) || fleet.workers < 4 || !Number.isFinite(target)
+        ? "-"
+        : best >= target
+          ? "within the ceiling"
+          : `out of reach: the ceiling is ${ratio(best, target)} of it`;
+    lines.push(
+      `| ${fleet.workload} | ${fleet.card} x ${fleet.workers} | ${rates.map((value) => fmt(value, 2)).join(" / ")} | ${ratio(best, rate("roundrobin"))} | ${ratio(best, bestPublished)} | ${ratio(rate("preble"), best)} | ${reach(2 * rate("roundrobin"))} | ${reach(1.25 * bestPublished)} |`,
+    );
+  }
+  lines.push("");
+  return lines;
+}
 
 /** The report's capacity section: the SLOs, capacity per policy with the targets, latency at fractions of roundrobin's capacity. */
 export function capacitySection(capacity: readonly CapacityEntry[], latency: readonly LatencyEntry[], baseline?: CapacityBaseline): string[] {

@@ -1,7 +1,15 @@
 // The simulator's report: sim.json (everything), sim.md (tables, the headline ratios, the
 // charts) and one hand-written SVG per workload and fleet (mean TTFT and mean end-to-end
 // latency vs load, one line per policy, log scale).
-import { type CapacityBaseline, type CapacityEntry, capacitySection, type LatencyEntry, tailSection } from "./capacity-run.js";
+import {
+  type CapacityBaseline,
+  type CapacityEntry,
+  type CeilingEntry,
+  capacitySection,
+  ceilingSection,
+  type LatencyEntry,
+  tailSection,
+} from "./capacity-run.js";
 import { baseCardName, gpuCard, GPU_NAMES, kvTokensOf } from "./hardware.js";
 import type { NetworkSpec } from "./network.js";
 import type { SimResult, WorkerSpec } from "./simulator.js";
@@ -58,6 +66,8 @@ export interface SimReport {
   /** With --capacity: each policy's capacity at the SLO, and latency at fractions of roundrobin's. */
   capacity?: CapacityEntry[];
   latency?: LatencyEntry[];
+  /** --reuse-ceiling: each fleet's capacity under the ceiling of reuse, per balancer (not a real fleet). */
+  ceiling?: CeilingEntry[];
   /** --baseline: the capacities of an earlier run (its commit and file), shown beside these. */
   baseline?: CapacityBaseline;
   totalSeconds: number;
@@ -219,7 +229,13 @@ export function markdown(report: SimReport): string {
   for (const [name, w] of Object.entries(report.workloads))
     lines.push(`- **${name}** (${w.requests} requests built${w.kind === "burst" ? ", cut per load" : ""}): ${w.describe}.`);
   // With --capacity, capacity at the SLO is the headline; the tables below are of its latency arms.
-  if (report.capacity && report.latency) lines.push("", ...capacitySection(report.capacity, report.latency, report.baseline), ...tailSection(report.arms));
+  if (report.capacity && report.latency)
+    lines.push(
+      "",
+      ...capacitySection(report.capacity, report.latency, report.baseline),
+      ...(report.ceiling ? ceilingSection(report.capacity, report.ceiling) : []),
+      ...tailSection(report.arms),
+    );
 
   const heads = report.headline.filter((h) => h.workload === "toolbench-zipf" || h.workload === "mooncake");
   if (heads.length > 0) {

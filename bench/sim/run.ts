@@ -4,7 +4,7 @@
 //     [--gpu a6000-mistral-7b|h100-llama3-70b|a6000-mistral-7b-idealised|h100-llama3-70b-idealised|cpu]
 //     [--time-model FILE] [--policies preble,cache-aware,roundrobin,shape] [--loads 0.25,0.5,0.75,1]
 //     [--seed 1] [--salt N] [--requests N] [--context-size N|fit] [--slots N] [--spill-bytes N]
-//     [--capacity-tokens N] [--out DIR] [--per-request] [--capacity [--baseline FILE]]
+//     [--capacity-tokens N] [--out DIR] [--per-request] [--capacity [--baseline FILE] [--reuse-ceiling]]
 //     [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]]
 //
 // Defaults: ToolBench-Zipf and Mooncake on 4 A6000 workers as Radixgate runs them (KV cells per
@@ -25,6 +25,9 @@
 // DIR/NAME.<workload>-<gpu>-<N>w.svg (DIR: bench/results, NAME: --name, default sim). A progress line per arm on stderr.
 // `--baseline FILE` (with --capacity): an earlier run's NAME.json; the report shows its preble and
 // best-other capacities beside the new ones, fleet by fleet.
+// `--reuse-ceiling` (with --capacity, one box): each fleet's capacity under the ceiling of reuse
+// too (bench/sim/reuse-ceiling.ts: every card holds every prompt seen, free), with the best
+// balancer: what no placement rule can pass through reuse on that fleet.
 // `--hosts`: more than one machine (bench/sim/network.ts): each fleet is hosts x gpus-per-host
 // engines (instead of --workers) behind --routers routers, with the network's one-way latency
 // and each machine's link bandwidth; --no-host-copies: routers never copy prefixes between
@@ -39,6 +42,7 @@ import { terminalProgress } from "../../src/cli/progress.js";
 import { cpuSpec, DEFAULT_GPU, fitContextSize, fittedCardName, GPU_NAMES, gpuCard, gpuSpec, readTimeModelFile } from "./hardware.js";
 import { NETWORK_DEFAULTS, type NetworkSpec } from "./network.js";
 import { CAPACITY_SIZES, type CapacityBaseline, type CapacityReport, capacityAtSlo } from "./capacity-run.js";
+import { CEILING_BALANCERS } from "./reuse-ceiling.js";
 import { summarize } from "./metrics.js";
 import { type ArmRecord, chartFile, headlines, markdown, type SimReport, svgChart } from "./report.js";
 import { simulate, type WorkerSpec } from "./simulator.js";
@@ -63,6 +67,8 @@ interface Args {
   perRequest: boolean;
   /** Capacity at the SLO instead of the load grid (bench/sim/capacity.ts). */
   capacity: boolean;
+  /** With --capacity: each fleet's capacity under the ceiling of reuse too (bench/sim/reuse-ceiling.ts). */
+  reuseCeiling: boolean;
   /** File stem of the results: DIR/<name>.json, .md. */
   name: string;
   /** An earlier run's sim.json whose capacities the report shows beside the new ones (--capacity). */
@@ -72,7 +78,7 @@ interface Args {
   network: Omit<NetworkSpec, "kvBytesPerToken">;
 }
 
-const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity [--baseline FILE]] [--name sim] [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N|fit] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
+const USAGE = `usage: npx tsx bench/sim/run.ts [--capacity [--baseline FILE] [--reuse-ceiling]] [--name sim] [--hosts 2,4,8 [--gpus-per-host 8] [--routers 2] [--latency-ms 0.5] [--bandwidth-gbps 25] [--no-host-copies]] [--workload ${WORKLOAD_NAMES.join("|")}|all (comma list)] [--workers 2,4,8] [--gpu ${[...GPU_NAMES, "cpu"].join("|")} (comma list; default ${DEFAULT_GPU})] [--time-model FILE] [--policies ${POLICY_NAMES.join(",")}] [--loads 0.25,0.5,0.75,1] [--seed N] [--salt N] [--requests N] [--context-size N|fit] [--slots N] [--spill-bytes N (0 = no state store)] [--capacity-tokens N (idealised cards)] [--out DIR] [--per-request]`;
 
 function parseArgs(argv: readonly string[]): Args {
   const known = new Set([
@@ -101,12 +107,14 @@ function parseArgs(argv: readonly string[]): Args {
   const values = new Map<string, string>();
   let perRequest = false;
   let capacity = false;
+  let reuseCeiling = false;
   let hostCopies = NETWORK_DEFAULTS.hostCopies;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     if (flag === "--per-request") perRequest = true;
     else if (flag === "--no-host-copies") hostCopies = false;
     else if (flag === "--capacity") capacity = true;
+    else if (flag === "--reuse-ceiling") reuseCeiling = true;
     else if (flag === "--help" || flag === "-h") {
       console.log(USAGE);
       process.exit(0);
@@ -144,6 +152,8 @@ function parseArgs(argv: readonly string[]): Args {
     throw new Error(`${[...networkFlags, "--no-host-copies"].join(", ")} describe the machines of --hosts; give --hosts too`);
   if (values.has("--hosts") && values.has("--workers")) throw new Error("--hosts sets each fleet's engines (hosts x --gpus-per-host); leave --workers out");
   if (values.has("--baseline") && !capacity) throw new Error("--baseline compares capacities: give --capacity too");
+  if (reuseCeiling && !capacity) throw new Error("--reuse-ceiling is a capacity beside the policies' capacities: give --capacity too");
+  if (reuseCeiling && values.has("--hosts")) throw new Error("--reuse-ceiling is for one box: leave --hosts out");
   if (values.has("--hosts") && gpus.includes("cpu")) throw new Error("--hosts simulates GPU machines; --gpu cpu is one box");
   const number = (flag: string, fallback: number, integer: boolean) => (values.has(flag) ? positive(flag, values.get(flag)!, integer) : fallback);
   const saltRaw = values.get("--salt");
@@ -166,6 +176,7 @@ function parseArgs(argv: readonly string[]): Args {
     out: values.get("--out") ?? fileURLToPath(new URL("../results/", import.meta.url)),
     perRequest,
     capacity,
+    reuseCeiling,
     name: stemOf(values.get("--name") ?? "sim"),
     baseline: values.get("--baseline"),
     hosts: values.has("--hosts") ? list("--hosts", "").map((raw) => positive("--hosts", raw, true)) : undefined,
@@ -226,13 +237,14 @@ export interface Fleet {
 }
 
 /** Simulates one arm (a policy on a fleet at a load) and logs its line. */
-async function runArm(fleet: Fleet, load: number, policy: string, args: Args, log: (line: string) => void): Promise<ArmRecord> {
+async function runArm(fleet: Fleet, load: number, policy: string, args: Args, log: (line: string) => void, reuseCeiling = false): Promise<ArmRecord> {
   const loaded = atLoad(fleet.sample, load, fleet.spec, fleet.workers, fleet.size);
   const machines = fleet.network ? ` (${fleet.workers / fleet.network.gpusPerHost} hosts, ${fleet.network.routers} routers)` : "";
-  const label = `${fleet.name} ${fleet.workers}x${fleet.gpu}${machines} load ${fmt(load, 3)} ${policy}`;
+  const label = `${fleet.name} ${fleet.workers}x${fleet.gpu}${machines} load ${fmt(load, 3)} ${policy}${reuseCeiling ? " (reuse ceiling)" : ""}`;
   const armStarted = performance.now();
   const result = await simulate({
     policy,
+    reuseCeiling,
     workers: fleet.workers,
     spec: fleet.spec,
     requests: loaded.requests,
@@ -296,7 +308,7 @@ async function main(): Promise<void> {
     }
   }
   const unit = args.capacity ? "capacities" : "arms";
-  const total = fleets.length * args.policies.length * (args.capacity ? 1 : args.loads.length);
+  const total = fleets.length * (args.policies.length + (args.reuseCeiling ? CEILING_BALANCERS.length : 0)) * (args.capacity ? 1 : args.loads.length);
   process.stderr.write(`sim: ${machine}, Node ${process.version}, seed ${args.seed}, salt ${args.salt}; ${total} ${unit}\n`);
   // A bar on a terminal; the per-arm lines print above it (or alone into a pipe).
   const progress = terminalProgress("sim", unit);
@@ -308,7 +320,9 @@ async function main(): Promise<void> {
   const arms: ArmRecord[] = [];
   let capacity: CapacityReport | undefined;
   if (args.capacity) {
-    capacity = await capacityAtSlo(fleets, args.policies, (fleet, load, policy) => runArm(fleet, load, policy, args, log), step);
+    capacity = await capacityAtSlo(fleets, args.policies, (fleet, load, policy, reuseCeiling) => runArm(fleet, load, policy, args, log, reuseCeiling), step, {
+      reuseCeiling: args.reuseCeiling,
+    });
     arms.push(...capacity.arms);
   } else {
     for (const fleet of fleets) {
@@ -345,7 +359,7 @@ async function main(): Promise<void> {
     workloads: workloadInfo,
     arms,
     headline: headlines(arms),
-    ...(capacity ? { capacity: capacity.capacity, latency: capacity.latency } : {}),
+    ...(capacity ? { capacity: capacity.capacity, latency: capacity.latency, ...(capacity.ceiling ? { ceiling: capacity.ceiling } : {}) } : {}),
     ...(baseline ? { baseline } : {}),
     totalSeconds: (performance.now() - started) / 1000,
   };

@@ -2,7 +2,8 @@
 // with chunked prefill, timed by the card's time model), and the real LocalScheduler and
 // shareBatch deciding which request takes a slot and what each step evaluates.
 import { commonPrefixLength, joinedTokens, type TokenIds } from "../../src/common/tokens.js";
-import { type BatchShare, evaluationPriorityOf, shareBatch } from "../../src/scheduler/batch-priority.js";
+import { type BatchShare, evaluationPriorityOf, groupOfHit, shareBatch } from "../../src/scheduler/batch-priority.js";
+import type { EveryPromptCached } from "./reuse-ceiling.js";
 import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { LocalScheduler, type SlotGrant } from "../../src/scheduler/local-scheduler.js";
 import type { LocalSchedulerSettings } from "../../src/scheduler/local-scheduler-settings.js";
@@ -112,6 +113,8 @@ export interface WorkerHost {
   /** The LocalScheduler settled a job's request for a slot (admitted once the instant's promises have settled). */
   granted(worker: SimWorker, job: Job, grant: SlotGrant | undefined): void;
   completed(worker: SimWorker, job: Job): void;
+  /** The ceiling of reuse (reuse-ceiling.ts): every card holds every prompt seen so far. Absent on a real fleet. */
+  readonly reuseCeiling: EveryPromptCached | undefined;
 }
 
 export class SimWorker {
@@ -209,7 +212,13 @@ export class SimWorker {
     const { shared, ioMs, spilled, restored } = this.store.prepareSlot(held, tokens, commonPrefixLength(held, tokens));
     if (spilled) this.stats.spills++;
     if (restored) this.stats.restores++;
-    const cached = Math.min(shared, n - 1);
+    const ceiling = this.sim.reuseCeiling;
+    const cached = Math.min(ceiling ? Math.max(shared, ceiling.longestPrefix(tokens)) : shared, n - 1);
+    if (ceiling) {
+      ceiling.add(tokens);
+      // Its batch priority from what it reuses, as a slot that held the prefix would give it.
+      job.group = groupOfHit(cached / n, this.spec.priorityGroups);
+    }
     // The slot's content past the shared prefix is overwritten: its cells are free again.
     this.setKv(slot, cached);
     this.slotTokens[slot] = tokens;
@@ -467,6 +476,7 @@ export class SimWorker {
       this.slotTokens[slot] = joinedTokens(prompt, answer);
     }
     this.setKv(slot, prompt.length + (job.heldAnswer?.length ?? 0));
+    if (job.heldAnswer) this.sim.reuseCeiling?.add(this.slotTokens[slot]!);
     this.granted[slot] = false;
     this.slotView[slot] = undefined;
     this.local.release(slot);

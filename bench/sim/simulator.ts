@@ -109,6 +109,7 @@ import type { PlacementPolicy } from "../../src/scheduler/types.js";
 import type { WorkloadRequest } from "../workloads/tokens.js";
 import { EventQueue } from "./event-queue.js";
 import { Links, type NetworkSpec, REQUEST_BYTES_PER_TOKEN, routerTimeModel } from "./network.js";
+import { EveryPromptCached } from "./reuse-ceiling.js";
 import { type Job, SimWorker, type WorkerHost, type WorkerSpec, type WorkerStats } from "./sim-worker.js";
 
 export type { NetworkSpec } from "./network.js";
@@ -132,6 +133,11 @@ export interface SimOptions {
   retryAfterMs?: number;
   /** Engines on several machines behind `network.routers` routers (network.ts); absent: one box, one scheduler, no network. */
   network?: NetworkSpec;
+  /**
+   * The ceiling of reuse, not a real fleet (reuse-ceiling.ts): every card reuses, free, the
+   * longest prefix the prompt shares with any prompt admitted before on any card.
+   */
+  reuseCeiling?: boolean;
   /** Called every `progressEvery` completions. */
   onProgress?(done: number, total: number, simulatedMs: number): void;
   progressEvery?: number;
@@ -210,8 +216,10 @@ class Simulation implements WorkerHost {
   private readonly machine = new Map<SimWorker, number>();
   private copiesWithin = 0;
   private copiesAcross = 0;
+  readonly reuseCeiling: EveryPromptCached | undefined;
 
   constructor(private readonly options: SimOptions) {
+    this.reuseCeiling = options.reuseCeiling ? new EveryPromptCached() : undefined;
     const { network, spec } = options;
     this.network = network;
     const routers = network?.routers ?? 1;

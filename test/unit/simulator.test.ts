@@ -3,6 +3,7 @@
 // cards as the worker Radixgate runs (KV cells per slot sized from memory, state store, no lock).
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONTEXT_SIZE, DEFAULT_GPU, gpuSpec, isIdealised } from "../../bench/sim/hardware.js";
+import { ceilingSection } from "../../bench/sim/capacity-run.js";
 import { summarize } from "../../bench/sim/metrics.js";
 import { type ArmRecord, headlines, isIdealisedSpec, markdown, type SimReport } from "../../bench/sim/report.js";
 import { Links, REQUEST_BYTES_PER_TOKEN, routerTimeModel } from "../../bench/sim/network.js";
@@ -182,6 +183,53 @@ describe("simulator: an answer stays in its slot, as on the real worker", () => 
     const counted = await run(loop(false), "preble");
     expect(counted.records[1]!.reason).toBe("explore");
     expect(counted.records[1]!.cachedTokens).toBeLessThanOrEqual(100);
+  });
+});
+
+describe("simulator: the ceiling of reuse (every card holds every prompt seen; not a real fleet)", () => {
+  it("a prompt reuses what an earlier prompt shares with it on a card that never held it, free", async () => {
+    // roundrobin: A (100 tokens) -> w0 at 0; C (A + 50 new) -> w1 at 350, which never held A.
+    const a = ids(11, 100);
+    const requests = [request(0, 0, a, 1), request(1, 350, [...a, ...ids(12, 50)], 1)];
+    const real = await run(requests);
+    const ceiling = await run(requests, "roundrobin", { reuseCeiling: true });
+    expect(real.records[1]).toMatchObject({ workerId: "w1", cachedTokens: 0, ttftMs: 150 });
+    // Under the ceiling w1 reuses A's 100 tokens with no load time: 50 evaluated, 50 ms.
+    expect(ceiling.records[1]).toMatchObject({ workerId: "w1", cachedTokens: 100, ttftMs: 50 });
+    // A prompt no earlier one shares anything with reuses nothing there either.
+    expect(ceiling.records[0]).toMatchObject({ cachedTokens: 0, ttftMs: 100 });
+  });
+
+  it("the next turn reuses the answer an earlier turn left on another card, as the slot that ran it would", async () => {
+    const first = ids(13, 100);
+    const answer = ids(14, 300);
+    const loop = [
+      request(0, 0, first, answer.length, { messageCount: 2, session: 0, answerTokens: answer }),
+      request(1, 0, [...first, ...answer, ...ids(15, 50)], 4, { messageCount: 4, session: 0, after: 0, thinkMs: 100 }),
+    ];
+    const ceiling = await run(loop, "roundrobin", { reuseCeiling: true });
+    // roundrobin sends turn 2 to w1; it reuses the prompt and 299 of the answer's 300 tokens.
+    expect(ceiling.records[1]).toMatchObject({ workerId: "w1", cachedTokens: 399 });
+    const real = await run(loop, "roundrobin");
+    expect(real.records[1]).toMatchObject({ workerId: "w1", cachedTokens: 0 });
+  });
+
+  it("the report sets the ceiling beside the policies and says which targets it leaves out of reach", () => {
+    const fleet = { workload: "preble-toolbench", card: "a6000-mistral-7b", workers: 4, sloTtftP99Ms: 2000, load: 1, probes: 10, refused: 0 };
+    const capacity = [
+      { ...fleet, policy: "preble", ratePerS: 6.6 },
+      { ...fleet, policy: "cache-aware", ratePerS: 6.5 },
+      { ...fleet, policy: "roundrobin", ratePerS: 6.4 },
+    ];
+    const ceiling = [
+      { ...fleet, balancer: "roundrobin", ratePerS: 8 },
+      { ...fleet, balancer: "least-load", ratePerS: 9 },
+    ];
+    const table = ceilingSection(capacity, ceiling).join("\n");
+    // The better balancer is the ceiling: 9 / 6.4 roundrobin, 9 / 6.5 the best published rule.
+    expect(table).toContain(
+      "| preble-toolbench | a6000-mistral-7b x 4 | 8.00 / 9.00 | 1.41x | 1.38x | 0.73x | out of reach: the ceiling is 0.70x of it | within the ceiling |",
+    );
   });
 });
 
