@@ -29,22 +29,24 @@
 //   its save and load timed from when it takes the slot). The `contextLock` option stays in
 //   simulator.ts to show the old stall; no GPU card uses it.
 // - The state store of evicted slot contents in host memory, with config.yml's defaults:
-//   spill.budgetBytes (512 MiB per worker) / KV bytes per token, spill.minTokens (64), and a
-//   stored state is loaded when it holds at least MIN_RESTORE_GAIN (16) tokens more than the
-//   slot keeps. A GPU box has far more host RAM than that; `--spill-bytes` in run.ts sets it.
+//   spill.budgetBytes (8 GiB per worker, llama-server's --cache-ram default) / KV bytes per
+//   token, spill.minTokens (64), and a stored state is loaded when it holds at least
+//   MIN_RESTORE_GAIN (16) tokens more than the slot keeps. The real worker gets at most half its
+//   state folder shared by the host's workers: 8 x 8 GiB fit the /dev/shm of a GPU box with
+//   128 GiB of RAM or more (half of it by default). `--spill-bytes` in run.ts sets another.
 //
 // The cards:
 //   a6000-mistral-7b: 1 x RTX A6000, 48 GB x 0.9 = 43.2 GB - 14.5 GB of bf16 weights (7.24 B
 //     parameters) = 28.7 GB of KV. Mistral-7B: 32 layers x 8 KV heads x 128 dims x 2 (K, V) x
 //     2 B = 128 KiB per token: 218,963 tokens. 32768 per slot: 6 slots, 196,608 tokens.
-//     State store: 512 MiB / 128 KiB = 4096 tokens.
+//     State store: 8 GiB / 128 KiB = 65,536 tokens.
 //   h100-llama3-70b: the memory is an ASSUMPTION. The preset's decode figures assume the
 //     bandwidth of 2 H100 SXM, but 2 x 80 GB x 0.9 = 144 GB leaves ~4 GB next to 140 GB of bf16
 //     weights (~12k tokens: not one 32768-token slot). So 4 x H100 SXM 80 GB are assumed for
 //     memory: 320 GB x 0.9 = 288 GB - 140 GB = 148 GB of KV. Llama-3-70B: 80 layers x 8 KV
 //     heads x 128 x 2 x 2 B = 320 KiB per token: 451,660 tokens. 32768 per slot: 13 slots,
-//     425,984 tokens. State store: 512 MiB / 320 KiB = 1638 tokens (smaller than most prompts:
-//     it keeps little). The time model is the preset's, unchanged.
+//     425,984 tokens. State store: 8 GiB / 320 KiB = 26,214 tokens. The time model is the
+//     preset's, unchanged.
 //   <card>-idealised: the simulator's earlier, SGLang-like card, NOT the worker Radixgate has:
 //     256 slots over one shared pool of 200k tokens (any slot may hold up to the whole pool, idle
 //     slots' contents evicted LRU when cells run short), no state store. Kept for comparison.

@@ -207,8 +207,10 @@ export const ConfigSchema = Type.Object(
       {
         budgetBytes: Type.Integer({
           minimum: 0,
-          default: 512 * 1024 * 1024,
-          description: "Bytes of spilled KV states each worker keeps in host memory (0 = never spill).",
+          // llama-server's own default for its prompt cache in RAM (--cache-ram 8192 MiB).
+          default: 8 * 1024 * 1024 * 1024,
+          description:
+            "Bytes of spilled KV states each worker keeps in host memory (0 = never spill); at most half the state folder's size, shared by the host's workers.",
         }),
         minTokens: Type.Integer({ minimum: 1, default: 64, description: "Only an evicted part of at least this many tokens is saved." }),
         recentMs: Type.Integer({ minimum: 0, default: 600_000, description: "Only slot content used within this many ms is saved." }),

@@ -5,7 +5,7 @@
 // fleet tells it through the hooks.
 import type { Config, ModelConfig } from "../config/schema.js";
 import type { FinishReason } from "../contract/generation.js";
-import type { LoadResult, LocalSchedulerSettings } from "../engine/wire/protocol.js";
+import type { LoadResult, LocalSchedulerSettings, SpillSettings } from "../engine/wire/protocol.js";
 import { WorkerHandle } from "../engine/host/worker-handle.js";
 import type { CachePrecision, EngineKind, Isolation, WorkerEngine } from "../engine/host/worker-engine.js";
 import type { WorkerInit } from "../engine/wire/protocol.js";
@@ -16,6 +16,7 @@ import { OpenAIEngine } from "../engine/openai/openai-engine.js";
 import { visibleDevicesEnv, type GpuDetection } from "../engine/host/gpu-detect.js";
 import { probeGpus } from "../engine/host/gpu-probe.js";
 import { type ResolveHost, resolveHostAddresses, urlAt } from "./discovery.js";
+import { type FittedSpill, fitSpill } from "./spill-budget.js";
 
 export interface ServedModel {
   config: ModelConfig;
@@ -113,6 +114,8 @@ export class Fleet {
     private readonly config: Config,
     private readonly modelPaths: Map<string, string>,
     private readonly services: EngineServices,
+    /** The state store budget each local worker started with (spill-budget.ts). */
+    readonly spill: FittedSpill,
   ) {
     this.byId = new Map(workers.map((worker) => [worker.engine.id, worker]));
     this.nextId = workers.length;
@@ -132,8 +135,11 @@ export class Fleet {
     resolve: ResolveHost = resolveHostAddresses,
   ): Promise<Fleet> {
     const workers: FleetWorker[] = [];
-    for (const { workerId, model, isolation, env, remote, discoveredAs } of await planFleet(config, detect, resolve)) {
-      const init = initOf(workerId, model, modelPaths, config, config.scheduler.local);
+    const planned = await planFleet(config, detect, resolve);
+    // Every local worker writes its states to the same folder.
+    const spill = fitSpill(config.spill, planned.filter((plan) => plan.isolation !== "remote").length);
+    for (const { workerId, model, isolation, env, remote, discoveredAs } of planned) {
+      const init = initOf(workerId, model, modelPaths, spill.spill, config.scheduler.local);
       const engine = await engineFor(init, model, { isolation, env, ...(remote !== undefined ? { remote } : {}) }, services);
       workers.push({ engine, modelId: model.id, restarts: 0, alive: false, startMs: 0, ...(discoveredAs ? { discoveredAs } : {}) });
     }
@@ -171,7 +177,7 @@ export class Fleet {
       worker.alive = hasStarted(worker);
       if (!worker.alive) worker.downSince = now;
     }
-    return new Fleet(models, workers, config, modelPaths, services);
+    return new Fleet(models, workers, config, modelPaths, services, spill);
   }
 
   /**
@@ -183,7 +189,7 @@ export class Fleet {
     const model = this.config.models.find((m) => m.id === modelId)!;
     const workerId = `w${this.nextId++}`;
     const local = this.workers[0]?.engine.init.local ?? this.config.scheduler.local;
-    const init = initOf(workerId, model, this.modelPaths, this.config, local);
+    const init = initOf(workerId, model, this.modelPaths, this.spill.spill, local);
     const engine = await engineFor(init, model, { isolation: "remote", env: {}, remote: { ...model.remote[entry]!, url } }, this.services);
     const worker: FleetWorker = { engine, modelId, restarts: 0, alive: false, startMs: 0, downSince: performance.now(), discoveredAs: { entry, url } };
     this.workers.push(worker);
@@ -408,7 +414,7 @@ export async function planFleet(
 }
 
 /** What a worker is started with. */
-function initOf(workerId: string, model: ModelConfig, modelPaths: Map<string, string>, config: Config, local: Config["scheduler"]["local"]): WorkerInit {
+function initOf(workerId: string, model: ModelConfig, modelPaths: Map<string, string>, spill: SpillSettings, local: Config["scheduler"]["local"]): WorkerInit {
   return {
     workerId,
     hostPid: process.pid,
@@ -422,7 +428,7 @@ function initOf(workerId: string, model: ModelConfig, modelPaths: Map<string, st
     gpu: model.gpu,
     // A copy per worker: a hot reload replaces it on each.
     local: { ...local },
-    spill: config.spill,
+    spill,
   };
 }
 

@@ -35,6 +35,8 @@ export async function startTestServer(
     server?: Record<string, unknown>;
     /** More keys of config.yml's scheduler section. */
     scheduler?: Record<string, unknown>;
+    /** Keys of config.yml's spill section. */
+    spill?: Record<string, unknown>;
   } = {},
 ): Promise<TestServer> {
   const config = parseConfig({
@@ -58,6 +60,7 @@ export async function startTestServer(
     ],
     scheduler: { policy: overrides.policy ?? "roundrobin", ...overrides.scheduler },
     ...(overrides.requestTimeoutMs !== undefined ? { generation: { requestTimeoutMs: overrides.requestTimeoutMs } } : {}),
+    ...(overrides.spill ? { spill: overrides.spill } : {}),
   });
   const radixgate = await createRadixgate({ config, path: "test", dir: process.cwd() }, overrides.resolveHost ? { resolveHost: overrides.resolveHost } : {});
   const address = await radixgate.listen();

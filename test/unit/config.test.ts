@@ -32,7 +32,7 @@ describe("parseConfig", () => {
       maxJsonDepth: 64,
       maxIdLength: 256,
     });
-    expect(config.spill).toEqual({ budgetBytes: 536870912, minTokens: 64, recentMs: 600000, dir: "" });
+    expect(config.spill).toEqual({ budgetBytes: 8589934592, minTokens: 64, recentMs: 600000, dir: "" });
     expect(config.generation).toEqual({ defaultMaxTokens: 256, maxChoices: 8, requestTimeoutMs: 600000 });
     expect(config.models[0]).toMatchObject({
       workers: "auto",

@@ -429,10 +429,10 @@ describe("simulator: the GPU cards are the worker Radixgate runs (node-llama-cpp
     expect(idealised.refused).toEqual([]);
   });
 
-  it("has the worker's state store (config's 512 MiB) and no context lock: an overwritten slot's content comes back without waiting", async () => {
+  it("has the worker's state store (config's 8 GiB) and no context lock: an overwritten slot's content comes back without waiting", async () => {
     const spec = gpuSpec(DEFAULT_GPU);
-    // 512 MiB / 128 KiB per token (Mistral-7B).
-    expect(spec.spill).toEqual({ budgetTokens: 4096, minTokens: 64, minRestoreGain: MIN_RESTORE_GAIN });
+    // 8 GiB / 128 KiB per token (Mistral-7B).
+    expect(spec.spill).toEqual({ budgetTokens: 65_536, minTokens: 64, minRestoreGain: MIN_RESTORE_GAIN });
     expect(spec.contextLock).toBeUndefined();
     // A decode pass per run of consecutive busy slots, each bound by reading the weights once.
     expect(spec).toMatchObject({ decodeBatching: "micro-batch", multiSequencePassFactor: 1 });

@@ -49,6 +49,27 @@ describe("StateStore", () => {
     await expect(access(loading.file)).rejects.toThrow();
   });
 
+  it("a save cut short (its folder full) leaves no part of a file behind and keeps nothing", async () => {
+    const { store: s } = store(1000);
+    const written: string[] = [];
+    // As a state save fails when the folder fills: part of the file is written, then ENOSPC.
+    const fullAfter = (bytes: number) => async (file: string) => {
+      written.push(file);
+      await writeFile(file, Buffer.alloc(bytes));
+      throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+    };
+    await expect(s.spill([1, 2, 3], fullAfter(10))).rejects.toThrow(/ENOSPC/);
+    expect(written).toHaveLength(1);
+    await expect(access(written[0]!)).rejects.toThrow();
+    await expect(access(`${written[0]!}.json`)).rejects.toThrow();
+    expect(s.size).toBe(0);
+    expect(s.bytes).toBe(0);
+    expect(s.takeChanges()).toBeUndefined();
+    // The next save that fits is kept.
+    expect(await s.spill([4, 5], save(10))).toBeDefined();
+    expect(s.size).toBe(1);
+  });
+
   it("reports every state it keeps and drops, once, for the host's scheduler", async () => {
     const { store: s, clock } = store(25);
     expect(s.takeChanges()).toBeUndefined();

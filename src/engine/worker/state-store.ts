@@ -92,8 +92,14 @@ export class StateStore {
   async spill(tokens: readonly number[], save: (file: string) => Promise<unknown>): Promise<StateEntry | undefined> {
     await mkdir(this.dir, { recursive: true });
     const file = join(this.dir, `${randomUUID()}.state`);
-    await save(file);
-    await writeFile(`${file}.json`, JSON.stringify({ ...this.identity, tokens: [...tokens] } satisfies StateMeta));
+    try {
+      await save(file);
+      await writeFile(`${file}.json`, JSON.stringify({ ...this.identity, tokens: [...tokens] } satisfies StateMeta));
+    } catch (error) {
+      // A save cut short (the folder full) leaves part of a file: it must not hold the room.
+      await removeState(file);
+      throw error;
+    }
     return this.add(file, [...tokens]);
   }
 

@@ -1,0 +1,52 @@
+// How much host memory each worker's state store may fill: `spill.budgetBytes`, but never more
+// than the workers of this host can write to the state folder together.
+//
+// The states live in a folder (/dev/shm by default), and a tmpfs holds only what it was sized
+// for: half the RAM on a Linux host, 64 MiB in a container that sets no `shm_size`. A store whose
+// budget the folder cannot hold fails its saves once the folder is full, and from then on keeps
+// nothing new. So the workers that write to one folder share half of it (the other half is left
+// to whatever else uses it), each at most its configured budget.
+import { statfsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import type { SpillSettings } from "../engine/wire/protocol.js";
+import { defaultStateDir } from "../engine/worker/state-store.js";
+
+/** The part of the state folder's filesystem the workers' stores may fill together. */
+export const STATE_FOLDER_SHARE = 0.5;
+
+/** Each worker's budget: the configured one, at most an even share of STATE_FOLDER_SHARE of the folder. */
+export function fitSpillBudget(configuredBytes: number, workers: number, folderBytes: number | undefined): number {
+  if (configuredBytes === 0 || workers <= 0 || folderBytes === undefined) return configuredBytes;
+  return Math.min(configuredBytes, Math.floor((folderBytes * STATE_FOLDER_SHARE) / workers));
+}
+
+/** The size of the filesystem the folder is on (or will be: its nearest existing parent's), bytes; undefined when none can be read. */
+export function folderBytes(dir: string): number | undefined {
+  for (let at = resolve(dir); ; at = dirname(at)) {
+    try {
+      const stats = statfsSync(at);
+      return stats.blocks * stats.bsize;
+    } catch {
+      if (dirname(at) === at) return undefined;
+    }
+  }
+}
+
+/** The spill settings each of `workers` local workers starts with, and what was configured. */
+export interface FittedSpill {
+  spill: SpillSettings;
+  configuredBytes: number;
+  /** The state folder and its filesystem's size, when that was what lowered the budget. */
+  lowered?: { dir: string; folderBytes: number; workers: number };
+}
+
+export function fitSpill(spill: SpillSettings, workers: number, sizeOf: (dir: string) => number | undefined = folderBytes): FittedSpill {
+  const dir = spill.dir || defaultStateDir();
+  const size = spill.budgetBytes > 0 && workers > 0 ? sizeOf(dir) : undefined;
+  const budgetBytes = fitSpillBudget(spill.budgetBytes, workers, size);
+  return {
+    spill: { ...spill, budgetBytes },
+    configuredBytes: spill.budgetBytes,
+    ...(budgetBytes < spill.budgetBytes && size !== undefined ? { lowered: { dir, folderBytes: size, workers } } : {}),
+  };
+}
