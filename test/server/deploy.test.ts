@@ -9,6 +9,7 @@ import { validate } from "dockerfile-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { startTestServer, TINY_MODEL, type TestServer } from "../helpers/server.js";
+import { fitSpillBudget } from "../../src/serving/spill-budget.js";
 
 const ROOT = join(import.meta.dirname, "../..");
 const DEPLOY = join(ROOT, "deploy");
@@ -87,8 +88,15 @@ describe.each(["Dockerfile", "Dockerfile.cuda"])("deploy/%s", (name) => {
 
 describe("deploy/compose.yml", () => {
   const compose = parseYaml(read("compose.yml")) as {
-    services: Record<string, { build?: { context: string; dockerfile: string }; volumes?: string[]; ports?: string[] }>;
+    services: Record<string, { build?: { context: string; dockerfile: string }; volumes?: string[]; ports?: string[]; shm_size?: string }>;
   };
+
+  it("gives the workers' state stores a /dev/shm that holds more than Docker's 64 MiB default", () => {
+    const size = /^(\d+)gb$/.exec(compose.services.radixgate!.shm_size ?? "");
+    expect(size).not.toBeNull();
+    // Two CPU workers (workers: auto on a box without GPUs) share half of it.
+    expect(fitSpillBudget(8 * 2 ** 30, 2, Number(size![1]) * 2 ** 30)).toBeGreaterThanOrEqual(2 * 2 ** 30);
+  });
 
   it("starts Radixgate, Prometheus and Grafana, with every file it mounts or builds present", () => {
     expect(Object.keys(compose.services).sort()).toEqual(["grafana", "prometheus", "radixgate"]);

@@ -11,6 +11,7 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { parseConfig } from "../../src/config/load-config.js";
 import type { Config } from "../../src/config/schema.js";
+import { fitSpillBudget } from "../../src/serving/spill-budget.js";
 
 const K8S = join(import.meta.dirname, "../../deploy/k8s");
 
@@ -44,6 +45,7 @@ interface PodSpec {
     readinessProbe: { httpGet: { path: string; port: string } };
     livenessProbe: { httpGet: { path: string } };
     volumeMounts: { name: string; mountPath: string; subPath?: string }[];
+    resources?: { limits?: { memory?: string } };
   }[];
   volumes: { name: string; configMap?: { name: string } }[];
 }
@@ -114,6 +116,22 @@ describe("deploy/k8s", () => {
       for (const probe of [container.readinessProbe, container.livenessProbe]) expect(["/ready", "/health"]).toContain(probe.httpGet.path);
     }
     expect(find<Workload>("StatefulSet", "radixgate-engine").spec.template.spec.containers[0]!.readinessProbe.httpGet.path).toBe("/ready");
+  });
+
+  it("gives the engine's state store a /dev/shm that holds the default budget, within the pod's memory limit", () => {
+    const pod = find<Workload>("StatefulSet", "radixgate-engine").spec.template.spec;
+    const container = pod.containers[0]!;
+    const mount = container.volumeMounts.find((m) => m.mountPath === "/dev/shm")!;
+    const volume = pod.volumes.find((v) => v.name === mount.name) as { emptyDir?: { medium?: string; sizeLimit?: string } };
+    expect(volume.emptyDir?.medium).toBe("Memory");
+    const gib = (quantity: string) => Number(/^(\d+)Gi$/.exec(quantity)![1]);
+    const engine = configOf("radixgate-engine-config");
+    const shm = gib(volume.emptyDir!.sizeLimit!) * 2 ** 30;
+    // One worker per pod (`auto`: one per GPU, and the pod has one); its store fills at most half the folder.
+    expect(engine.models[0]!.workers).toBe("auto");
+    expect(engine.spill.budgetBytes).toBeGreaterThan(0);
+    expect(fitSpillBudget(engine.spill.budgetBytes, 1, shm)).toBe(engine.spill.budgetBytes);
+    expect(gib(volume.emptyDir!.sizeLimit!)).toBeLessThan(gib(container.resources!.limits!.memory!));
   });
 
   it("has Prometheus keep exactly the pods the manifests annotate for scraping", () => {
