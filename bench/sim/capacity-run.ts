@@ -236,7 +236,7 @@ export function ceilingSection(capacity: readonly CapacityEntry[], ceiling: read
   const lines = [
     "### The ceiling of reuse: what no placement rule can pass",
     "",
-    "The same fleets with every card holding every prompt seen so far, free (bench/sim/reuse-ceiling.ts; not a card that exists): each request reuses the longest prefix it shares with any earlier prompt, wherever it lands, with no load time and no cells spent keeping it. Reuse is then the same on every card, and what is left to placement is balance, so the better of roundrobin and least-load under it bounds what any policy reaches through reuse on that fleet, at the same SLO. A capacity target above the ceiling is out of reach of placement: it needs a card that does more with what it reuses.",
+    "The same fleets with every card holding every prompt seen so far, free (bench/sim/reuse-ceiling.ts; not a card that exists): each request reuses the longest prefix it shares with any earlier prompt, wherever it lands, with no load time and no cells spent keeping it. Reuse is then the same on every card and what is left to placement is balance, so the better of roundrobin and least-load under it is the most reuse can give any policy on that fleet at the same SLO, give or take what a finer balance adds. A capacity target well above the ceiling is out of reach of placement: it needs a card that does more with what it reuses.",
     "",
     `| workload | card x workers | ceiling req/s (${CEILING_BALANCERS.join(" / ")}) | ceiling / roundrobin | ceiling / best published rule | preble / ceiling | 2x roundrobin | 1.25x best published rule |`,
     "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",

@@ -5,9 +5,9 @@
 // chosen card reuses, and how long the card's queue ahead of it is. Under this ceiling reuse no
 // longer depends on placement (each request reuses the longest prefix it shares with any
 // earlier prompt, on whichever card it lands, with no load time and no cells spent on keeping
-// it), so what is left to a policy is balance. The best balancer's capacity on it bounds what
-// any policy can reach through reuse on the same workload, card and SLO: a target above that
-// bound is out of reach of placement, whatever the rule.
+// it), so what is left to a policy is balance. The best balancer's capacity on it is the most
+// reuse can give any policy on the same workload, card and SLO, give or take what a finer
+// balance adds: a target well above it is out of reach of placement, whatever the rule.
 import type { TokenIds } from "../../src/common/tokens.js";
 import { RadixTree } from "../../src/scheduler/radix/tree.js";
 
