@@ -20,6 +20,7 @@
 //              holds two or more (each worker as if alone on the machine);
 //   cpu        + the host's contention: the prediction.
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
+import { fitSpill } from "../../src/serving/spill-budget.js";
 import { distribution, type Distribution } from "../sim/metrics.js";
 import { PRESETS } from "../../src/presets/make-model.js";
 import { CPU_MULTI_SEQUENCE_PASS, cpuSpec, kvBytesPerToken, readTimeModelFile } from "../sim/hardware.js";
@@ -110,7 +111,8 @@ const simSide = (result: SimResult) =>
 /**
  * The simulated card of the live server: its calibrated model, slots, cells per slot, batch,
  * chunk and priority groups; for all but `gpu-style` its state store (config spill, the
- * budget in tokens of the preset's F16 KV cache); for `cpu` the host's contention.
+ * budget fitted as the server fits it, in tokens of the preset's F16 KV cache); for `cpu` the
+ * host's contention.
  */
 export function specOfLive(
   options: Pick<SimVsLiveOptions, "preset" | "workers" | "threads">,
@@ -121,10 +123,12 @@ export function specOfLive(
   const config = liveConfig(options, "roundrobin");
   const model = config.models[0]!;
   const local = config.scheduler.local;
+  // The budget each live worker gets: the configured one fitted to the state folder, as the server fits it.
+  const budgetBytes = fitSpill(config.spill, options.workers).spill.budgetBytes;
   const spill: SpillSpec | undefined =
-    variant !== "gpu-style" && config.spill.budgetBytes > 0
+    variant !== "gpu-style" && budgetBytes > 0
       ? {
-          budgetTokens: Math.floor(config.spill.budgetBytes / kvBytesPerToken(PRESETS[options.preset])),
+          budgetTokens: Math.floor(budgetBytes / kvBytesPerToken(PRESETS[options.preset])),
           minTokens: config.spill.minTokens,
           minRestoreGain: MIN_RESTORE_GAIN,
         }

@@ -3,7 +3,11 @@
 // together", both as live over the card without contention; and the card that carries them.
 import { describe, expect, it } from "vitest";
 import { contentionOf, type ProbeResult, type SideSummary, specOfLive } from "../../bench/live/compare.js";
-import { CPU_MULTI_SEQUENCE_PASS } from "../../bench/sim/hardware.js";
+import { CPU_MULTI_SEQUENCE_PASS, kvBytesPerToken } from "../../bench/sim/hardware.js";
+import { liveConfig } from "../../bench/live/live-bench.js";
+import { defaultStateDir } from "../../src/engine/worker/state-store.js";
+import { PRESETS } from "../../src/presets/make-model.js";
+import { fitSpillBudget, folderBytes } from "../../src/serving/spill-budget.js";
 import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
 
 const side = (ttftMs: number, latencyMs: number): SideSummary => {
@@ -51,5 +55,13 @@ describe("the factors bench:sim-vs-live's prediction takes from its probes", () 
     const alone = specOfLive(options, CPU_LIKE_COEFFICIENTS, "cpu-alone", measured);
     expect(alone.multiSequencePassFactor).toBe(CPU_MULTI_SEQUENCE_PASS);
     expect(alone.contention).toBeUndefined();
+  });
+
+  it("gives the simulated store the budget the live server's workers get: fitted to the state folder", () => {
+    const options = { preset: "bench" as const, workers: 2, threads: 1 };
+    const spec = specOfLive(options, CPU_LIKE_COEFFICIENTS, "cpu");
+    const perToken = kvBytesPerToken(PRESETS.bench);
+    const fitted = fitSpillBudget(liveConfig(options, "roundrobin").spill.budgetBytes, 2, folderBytes(defaultStateDir()));
+    expect(spec.spill?.budgetTokens).toBe(Math.floor(fitted / perToken));
   });
 });
