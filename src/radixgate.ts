@@ -23,6 +23,7 @@ import { probeGpus } from "./engine/host/gpu-probe.js";
 import { cpuBinaryAdvice, nativeBuildPresent } from "./engine/host/native-build.js";
 import { Metrics } from "./metrics/metrics.js";
 import { redisSessions } from "./serving/session-store.js";
+import { spillBudgetNotice } from "./serving/spill-budget.js";
 
 export interface Radixgate {
   /** Re-reads config.yml and applies what can change live (SIGHUP, file change). */
@@ -47,9 +48,6 @@ export interface RadixgateOptions {
   /** How host names of remote engines with discover: dns are resolved (DNS by default). */
   resolveHost?: ResolveHost;
 }
-
-/** A state store budget under this holds a few states of a 7B model's context at most. */
-const SMALL_STATE_STORE_BYTES = 256 * 2 ** 20;
 
 export async function createRadixgate({ config, dir, path, env }: LoadedConfig, options: RadixgateOptions = {}): Promise<Radixgate> {
   const resolveHost = options.resolveHost ?? resolveHostAddresses;
@@ -178,28 +176,8 @@ export async function createRadixgate({ config, dir, path, env }: LoadedConfig, 
     configError: () => reloader.lastError,
     status: () => statusReport(fleet, scheduler, activity),
   });
-  const lowered = fleet.spill.lowered;
-  if (lowered) {
-    const mib = (bytes: number) => Math.floor(bytes / 2 ** 20);
-    const perWorker = fleet.spill.spill.budgetBytes;
-    const fields = {
-      configuredMiB: mib(fleet.spill.configuredBytes),
-      perWorkerMiB: mib(perWorker),
-      folder: lowered.dir,
-      folderMiB: mib(lowered.folderBytes),
-      workers: lowered.workers,
-    };
-    // Expected on a small host; a warning where the store is left with little (a container's
-    // /dev/shm is 64 MiB unless it sets shm_size).
-    if (perWorker < SMALL_STATE_STORE_BYTES) {
-      app.log.warn(
-        fields,
-        "each worker's state store is left with little room: give the state folder more (a container's shm_size) or set spill.dir to a larger one",
-      );
-    } else {
-      app.log.info(fields, "spill.budgetBytes lowered to what the state folder holds: half of it, shared by this host's workers");
-    }
-  }
+  const spillNotice = spillBudgetNotice(fleet.spill);
+  if (spillNotice) app.log[spillNotice.level](spillNotice.fields, spillNotice.message);
   for (const worker of fleet.workers) {
     const info = worker.engine.info;
     if (info?.computePool === "per-step") {

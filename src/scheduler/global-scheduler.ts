@@ -14,6 +14,7 @@ import { hasRoom, lentPlaces } from "./placement/capacity.js";
 import type { FleetWorker } from "./placement/fleet-worker.js";
 import { NO_PLACEMENT, pinnedPlacement } from "./placement/pinned.js";
 import { Sessions } from "./placement/session.js";
+import { CandidateView } from "./placement/candidate-view.js";
 import { StoredStates } from "./placement/stored-states.js";
 import { UnreportedPlacements } from "./placement/unreported.js";
 import { PromptMatch } from "./radix/prompt-match.js";
@@ -44,7 +45,7 @@ interface WorkerState extends FleetWorker {
   /** Its account in its model's tree (what the tree sees it caching), kept for the views. */
   account: WorkerAccount;
   /** This worker as a candidate: one object, refreshed for every decision. */
-  view: WorkerView;
+  view: CandidateView;
   /** Placements on it not reported by a slot yet, by prompt array: the report of that same
    *  array then starts from the placement's path in the tree instead of walking the tokens. */
   unreported: UnreportedPlacements;
@@ -132,6 +133,7 @@ export class GlobalScheduler {
     model.tree.setCapacity(spec.id, spec.capacityTokens);
     // One array: the candidate view reads the worker's own pending counts, live.
     const pendingPrefillByRank = new Float64Array(BATCH_PRIORITIES);
+    const stored = new StoredStates();
     this.workers.set(spec.id, {
       spec,
       account: model.tree.account(spec.id),
@@ -142,25 +144,9 @@ export class GlobalScheduler {
       activeTokens: 0,
       pendingPrefillByRank,
       othersInFlight: 0,
-      view: {
-        id: spec.id,
-        modelId: spec.modelId,
-        alive: true,
-        inFlight: 0,
-        slots: spec.slots,
-        matchedTokens: 0,
-        reusableTokens: 0,
-        storedTokens: 0,
-        kvTokens: 0,
-        kvCapacityTokens: spec.capacityTokens,
-        activeTokens: 0,
-        pendingPrefillTokens: 0,
-        pendingPrefillByRank,
-        windowedPrefillMs: 0,
-        timeModel: spec.timeModel,
-      },
+      view: new CandidateView(spec.id, spec.modelId, spec.slots, spec.capacityTokens, pendingPrefillByRank, spec.timeModel, stored),
       unreported: new UnreportedPlacements(),
-      stored: new StoredStates(),
+      stored,
     });
     this.workerList = [...this.workers.values()];
   }
@@ -243,7 +229,7 @@ export class GlobalScheduler {
       const held = match.heldOn(account);
       view.matchedTokens = held;
       view.reusableTokens = held > 0 && account.reportsSlots ? match.reusableOn(account) : held;
-      view.storedTokens = worker.stored.size > 0 ? worker.stored.longestPrefix(request.tokens, view.reusableTokens) : 0;
+      view.forPrompt(request.tokens);
       view.kvTokens = account.used;
       view.activeTokens = worker.activeTokens;
       view.pendingPrefillTokens = sumOf(worker.pendingPrefillByRank);

@@ -29,7 +29,7 @@ export interface WorkerView {
    * it saved from a reused slot, or adopted from a copy), when longer than reusableTokens;
    * else 0. The worker loads it into the slot instead of computing it (TimeModel.restoreMs).
    */
-  storedTokens: number;
+  readonly storedTokens: number;
   /** KV tokens the tree sees the worker holding, and its KV capacity in tokens. */
   kvTokens: number;
   kvCapacityTokens: number;

@@ -50,3 +50,32 @@ export function fitSpill(spill: SpillSettings, workers: number, sizeOf: (dir: st
     ...(budgetBytes < spill.budgetBytes && size !== undefined ? { lowered: { dir, folderBytes: size, workers } } : {}),
   };
 }
+
+/** A budget under this holds a few states of a 7B model's context at most. */
+export const SMALL_STATE_STORE_BYTES = 256 * 2 ** 20;
+
+/**
+ * What the log says of a lowered budget: info where that is expected (a host whose folder is
+ * half its RAM), a warning where the store is left with little (a container's /dev/shm is
+ * 64 MiB unless it sets shm_size). Nothing when the configured budget stands.
+ */
+export function spillBudgetNotice(fitted: FittedSpill): { level: "info" | "warn"; message: string; fields: Record<string, number | string> } | undefined {
+  const lowered = fitted.lowered;
+  if (lowered === undefined) return undefined;
+  const mib = (bytes: number) => Math.floor(bytes / 2 ** 20);
+  const perWorker = fitted.spill.budgetBytes;
+  const fields = {
+    configuredMiB: mib(fitted.configuredBytes),
+    perWorkerMiB: mib(perWorker),
+    folder: lowered.dir,
+    folderMiB: mib(lowered.folderBytes),
+    workers: lowered.workers,
+  };
+  return perWorker < SMALL_STATE_STORE_BYTES
+    ? {
+        level: "warn",
+        message: "each worker's state store is left with little room: give the state folder more (a container's shm_size) or set spill.dir to a larger one",
+        fields,
+      }
+    : { level: "info", message: "spill.budgetBytes lowered to what the state folder holds: half of it, shared by this host's workers", fields };
+}

@@ -4,7 +4,7 @@ import { statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { fitSpill, fitSpillBudget, folderBytes } from "../../src/serving/spill-budget.js";
+import { fitSpill, fitSpillBudget, folderBytes, spillBudgetNotice } from "../../src/serving/spill-budget.js";
 
 const GiB = 2 ** 30;
 const MiB = 2 ** 20;
@@ -54,5 +54,21 @@ describe("fitSpill", () => {
     };
     expect(fitSpill(spill(0), 2, sizeOf).spill.budgetBytes).toBe(0);
     expect(read).toEqual([]);
+  });
+});
+
+describe("spillBudgetNotice", () => {
+  it("says nothing when the configured budget stands", () => {
+    expect(spillBudgetNotice(fitSpill(spill(GiB), 2, () => 16 * GiB))).toBeUndefined();
+  });
+
+  it("informs where the folder is half a host's RAM, and warns where it leaves the store little (a container's 64 MiB)", () => {
+    const host = spillBudgetNotice(fitSpill(spill(8 * GiB), 2, () => 12 * GiB))!;
+    expect(host.level).toBe("info");
+    expect(host.fields).toMatchObject({ configuredMiB: 8192, perWorkerMiB: 3072, folderMiB: 12288, workers: 2 });
+    const container = spillBudgetNotice(fitSpill(spill(8 * GiB), 2, () => 64 * MiB))!;
+    expect(container.level).toBe("warn");
+    expect(container.fields).toMatchObject({ perWorkerMiB: 16 });
+    expect(container.message).toMatch(/shm_size/);
   });
 });

@@ -8,7 +8,7 @@ import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import { MAX_STORED_STATES, StoredStates } from "../../src/scheduler/placement/stored-states.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
-import type { PlacementRequest } from "../../src/scheduler/types.js";
+import type { PlacementPolicy, PlacementRequest } from "../../src/scheduler/types.js";
 import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
 
 const tokens = (seed: number, length: number): number[] => Array.from({ length }, (_, i) => ((seed * 7919 + i * 104729) % 30_000) + 10);
@@ -140,5 +140,41 @@ describe("preble with the workers' state stores", () => {
     const ticket = scheduler.place(request([...history, ...tokens(3, 1_600)]))!;
     expect(ticket.placement.reason).toBe("explore");
     expect(ticket.placement.matchedTokens).toBe(800);
+  });
+});
+
+describe("the candidates' view of the stores", () => {
+  /** w0's store holds an 800-token history; no slot holds anything. */
+  function withStoredHistory(policy: PlacementPolicy) {
+    const scheduler = new GlobalScheduler(policy, { now: () => 0, sessionPinning: false });
+    for (const id of ["w0", "w1"])
+      scheduler.addWorker({ id, modelId: "m", slots: 1, capacityTokens: 100_000, timeModel: new TimeModel(CPU_LIKE_COEFFICIENTS) });
+    const history = tokens(1, 800);
+    scheduler.applyCacheEvent({ type: "store-changed", workerId: "w0", changes: { stored: [{ id: "h", tokens: history }], dropped: [] } });
+    return { scheduler, history };
+  }
+
+  it("books the chosen worker's stored prefix as cached for a policy that never reads the stores", () => {
+    const { scheduler, history } = withStoredHistory(createPolicy("roundrobin"));
+    const ticket = scheduler.place(request([...history, ...tokens(2, 40)]), "w0")!;
+    expect(ticket.uncachedTokens).toBe(40);
+  });
+
+  it("finds what the store holds of each request's own prompt, decision after decision", () => {
+    const seen: number[] = [];
+    const spy: PlacementPolicy = {
+      name: "spy",
+      place: (_request, candidates) => {
+        for (const candidate of candidates) seen.push(candidate.storedTokens);
+        // w1: w0's tree stays empty, so what w0 would reuse is its store alone.
+        return { workerId: candidates[1]!.id, reason: "spy", matchedTokens: 0 };
+      },
+    };
+    const { scheduler, history } = withStoredHistory(spy);
+    scheduler.place(request([...history, ...tokens(2, 40)]));
+    scheduler.place(request(tokens(3, 100)));
+    scheduler.place(request([...history.slice(0, 300), ...tokens(4, 10)]));
+    // w0 then w1, per decision.
+    expect(seen).toEqual([800, 0, 0, 0, 300, 0]);
   });
 });
