@@ -359,11 +359,12 @@ export class SimWorker {
         evaluationPriority: evaluationPriorityOf(job.group, this.spec.priorityGroups),
         job,
       }));
-      const shares = shareBatch(items, this.spec.batchTokens, this.spec.chunkTokens);
+      // Started: part of its prompt is evaluated (a job whose cells were taken back starts over).
+      const shares = shareBatch(items, this.spec.batchTokens, this.spec.chunkTokens, ({ job }) => job.context > job.cachedTokens);
       let cells = 0;
       for (const share of shares) cells += share.processAmount;
       this.evictIdle(cells);
-      // Still short: trim the batch from its end (the lowest-priority prefill chunk first).
+      // Still short: trim the batch from its end (the last prefill chunk in the batch's order first).
       let excess = this.used + cells - this.spec.capacityTokens;
       while (excess > 0 && shares.length > 0) {
         const last = shares[shares.length - 1]!;

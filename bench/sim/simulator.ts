@@ -3,7 +3,8 @@
 // place every request, each simulated worker admits requests to its slots with the real
 // LocalScheduler (Preble's priority groups by hit ratio, slot choice by shared prefix, LRU)
 // and shares each batch with the real shareBatch (decode tokens first, then the chunked
-// prefill budget by priority group). Only the card itself is simulated:
+// prefill budget: started prefills first, then by priority group). Only the card itself is
+// simulated:
 //
 // - Continuous batching: a worker runs one step at a time while it has running requests.
 //   A step's batch is shareBatch(running, batchTokens, chunkTokens): one token for every

@@ -3,8 +3,13 @@
 // is almost pure decode, so it rides along with a miss's prefill.
 //   1. Every decoding sequence (one pending token) gets its token first.
 //   2. The prefill budget, min(batch left, chunkTokens) (Preble: 1024), is split across the
-//      prefilling sequences in priority order (higher priority group first, then arrival),
-//      each taking what it still needs until the budget is spent: chunked prefill.
+//      prefilling sequences, each taking what it still needs until the budget is spent:
+//      chunked prefill. A prompt whose prefill has started is continued first (in arrival
+//      order), as SGLang and vLLM continue a chunked prefill before they start another; then
+//      the others in priority order (higher priority group first, then arrival). Strict
+//      priority let a stream of cached prompts overtake a long cold prompt half-way through
+//      its prefill again and again: its first token waited on every cached prompt that came
+//      after it.
 // Typed structurally so the scheduler core stays free of node-llama-cpp.
 import { LOCAL_SCHEDULER_DEFAULTS } from "./local-scheduler-settings.js";
 
@@ -19,7 +24,16 @@ export interface BatchShare<T extends PendingBatchItem> {
   processAmount: number;
 }
 
-export function shareBatch<T extends PendingBatchItem>(items: readonly T[], size: number, chunkTokens: number): BatchShare<T>[] {
+/**
+ * One batch's shares of `size` tokens among `items` (in arrival order). `started` says which
+ * prefilling items have been given part of their prompt in an earlier batch.
+ */
+export function shareBatch<T extends PendingBatchItem>(
+  items: readonly T[],
+  size: number,
+  chunkTokens: number,
+  started: (item: T) => boolean = () => false,
+): BatchShare<T>[] {
   const shares: BatchShare<T>[] = [];
   let left = size;
   for (const item of items) {
@@ -30,8 +44,10 @@ export function shareBatch<T extends PendingBatchItem>(items: readonly T[], size
   }
   let prefillBudget = Math.min(left, chunkTokens);
   const prefilling = items.filter((item) => item.tokens.length > 1);
-  // Stable sort: arrival order is kept inside a priority.
-  prefilling.sort((a, b) => b.evaluationPriority - a.evaluationPriority);
+  const rank = new Map<T, number>();
+  // Started ones above every priority (1..5); a stable sort keeps arrival order inside a rank.
+  for (const item of prefilling) rank.set(item, started(item) ? BATCH_PRIORITIES + 1 : item.evaluationPriority);
+  prefilling.sort((a, b) => rank.get(b)! - rank.get(a)!);
   for (const item of prefilling) {
     if (prefillBudget <= 0) break;
     const processAmount = Math.min(item.tokens.length, prefillBudget);

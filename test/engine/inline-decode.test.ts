@@ -8,10 +8,8 @@ import { readFileSync } from "node:fs";
 import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import type { Isolation } from "../../src/engine/host/worker-handle.js";
-import { DEFAULT_THREAD_POLL } from "../../src/engine/wire/protocol.js";
-import { createBatchedContext } from "../../src/engine/worker/batched-context.js";
 import { CONTEXT_ADDON_DIR, type ContextAddon } from "../../src/engine/worker/context-addon.js";
-import { useLoadedModel, useTinyModel, useWorker } from "../helpers/tiny-worker.js";
+import { openTestContext, useLoadedModel, useTinyModel, useWorker } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
 
 const tiny = useTinyModel();
@@ -48,15 +46,7 @@ describe("inline decode in one context", () => {
   const open = async (env?: string) => {
     if (env !== undefined) process.env.RADIXGATE_NO_INLINE_DECODE = env;
     try {
-      return await createBatchedContext(loaded(), {
-        slots: 2,
-        contextSize: 512,
-        batchSize: 64,
-        threads: 1,
-        threadPoll: DEFAULT_THREAD_POLL,
-        flashAttention: "auto",
-        chunkTokens: () => 64,
-      });
+      return await openTestContext(loaded(), { contextSize: 512 });
     } finally {
       delete process.env.RADIXGATE_NO_INLINE_DECODE;
     }

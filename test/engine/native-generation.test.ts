@@ -13,10 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerationResult } from "../../src/contract/generation.js";
 import type { SamplingParams } from "../../src/contract/sampling.js";
 import type { Isolation, WorkerHandle } from "../../src/engine/host/worker-handle.js";
-import { DEFAULT_THREAD_POLL } from "../../src/engine/wire/protocol.js";
-import { createBatchedContext } from "../../src/engine/worker/batched-context.js";
 import type { WorkerAttention } from "../../src/engine/worker/native-generation.js";
-import { startWorker, useLoadedModel, useTinyModel } from "../helpers/tiny-worker.js";
+import { openTestContext, startWorker, useLoadedModel, useTinyModel } from "../helpers/tiny-worker.js";
 import { workerInit } from "../helpers/worker-init.js";
 
 const tiny = useTinyModel();
@@ -161,17 +159,7 @@ describe.each<Isolation>(["thread", "process"])("a worker in %s isolation", (iso
 });
 
 describe("the loop's calls in the worker's thread", () => {
-  const open = (attention?: WorkerAttention) =>
-    createBatchedContext(loaded(), {
-      slots: 2,
-      contextSize: 1024,
-      batchSize: 64,
-      threads: 1,
-      threadPoll: DEFAULT_THREAD_POLL,
-      flashAttention: "auto",
-      chunkTokens: () => 64,
-      attention,
-    });
+  const open = (attention?: WorkerAttention) => openTestContext(loaded(), { attention });
   type Loop = Exclude<Awaited<ReturnType<typeof open>>["nativeGeneration"], { problem: string }>;
   /** A greedy run of `budget` tokens in `slot`, started as the worker starts one: announced, its first token from node-llama-cpp. */
   const runOf = async (loop: Loop, sequence: LlamaContextSequence, slot: number, budget: number, onTokens: (tokens: readonly Token[]) => void = () => {}) => {

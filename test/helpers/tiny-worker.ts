@@ -4,7 +4,8 @@ import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama
 import { afterAll, beforeAll } from "vitest";
 import { PromptPreparer } from "../../src/engine/host/prompt-preparer.js";
 import { WorkerHandle, type Isolation } from "../../src/engine/host/worker-handle.js";
-import type { WorkerInit } from "../../src/engine/wire/protocol.js";
+import { DEFAULT_THREAD_POLL, type WorkerInit } from "../../src/engine/wire/protocol.js";
+import { type BatchedContext, type BatchedContextOptions, createBatchedContext } from "../../src/engine/worker/batched-context.js";
 import { ensureModel } from "../../src/presets/make-model.js";
 
 export interface TinyModel {
@@ -75,4 +76,18 @@ export function useLoadedModel(path: () => string): () => LlamaModel {
     await llama?.dispose();
   });
   return () => model!;
+}
+
+/** A batched context of two slots on `model` as the engine tests open it, with `options` over the defaults. */
+export function openTestContext(model: LlamaModel, options: Partial<BatchedContextOptions> = {}): Promise<BatchedContext> {
+  return createBatchedContext(model, {
+    slots: 2,
+    contextSize: 1024,
+    batchSize: 64,
+    threads: 1,
+    threadPoll: DEFAULT_THREAD_POLL,
+    flashAttention: "auto",
+    chunkTokens: () => 64,
+    ...options,
+  });
 }

@@ -183,6 +183,21 @@ describe("batch sharing", () => {
     ]);
   });
 
+  it("continues a started prefill before any other, started ones in arrival order, then the rest by priority", () => {
+    const startedLow = item(800, 1);
+    const startedMid = item(100, 3);
+    const newHigh = item(300, 5);
+    const decode = item(1, 1);
+    const started = new Set([startedLow, startedMid]);
+    const shares = shareBatch([newHigh, startedLow, decode, startedMid], 2048, 1024, (x) => started.has(x));
+    expect(shares.map((share) => [share.item, share.processAmount])).toEqual([
+      [decode, 1],
+      [startedLow, 800],
+      [startedMid, 100],
+      [newHigh, 124],
+    ]);
+  });
+
   it("limits prefill to the chunk budget", () => {
     const shares = shareBatch([item(1, 1), item(900, 2)], 2048, 256);
     expect(shares.map((share) => share.processAmount)).toEqual([1, 256]);

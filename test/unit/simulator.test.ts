@@ -310,6 +310,20 @@ describe("simulator: the CPU card (decode passes per run of slots, state store, 
     ]);
   });
 
+  it("a started prefill is continued before a more cached prompt that came after it starts", async () => {
+    // A cold 1000-token prompt prefills 100 tokens a step from t=1000; at t=1050 a prompt that
+    // finds 200 of its 220 tokens cached (a higher priority group) arrives. It waits for the
+    // cold prompt's last chunk, and then evaluates its 20 tokens.
+    const warm = ids(30, 200);
+    const requests = [request(0, 0, warm, 1), request(1, 1000, ids(31, 1000), 1), request(2, 1050, [...warm, ...ids(32, 20)], 1)];
+    const result = await one(requests, { ...TINY, slots: 3, chunkTokens: 100 });
+    const firstTokenAt = (index: number) => result.records.find((record) => record.index === index)!;
+    const [cold, cached] = [firstTokenAt(1), firstTokenAt(2)];
+    expect(cached.cachedTokens).toBe(200);
+    expect(cold.ttftMs).toBe(1000);
+    expect(1050 + cached.ttftMs).toBe(2020);
+  });
+
   it("micro-batch decode: sequences in slots apart run one pass each", async () => {
     // Three prompts fill slots 0, 1 and 2; later, continuations of the first and the third go
     // back to the slots holding their prefixes (0 and 2): two passes a step, 2 x 10 ms.

@@ -1,7 +1,7 @@
 // A worker's llama.cpp context as the worker drives it: one sequence per slot, every decode
 // step gated until each generating sequence has queued its token (batch-gate.ts), each batch
-// shared out by the local scheduler's rule (decode tokens first, then the prefill budget by
-// priority group: batch-priority.ts), a compute thread pool for as long as the context
+// shared out by the local scheduler's rule (decode tokens first, then the prefill budget:
+// started prefills first, then by priority group: batch-priority.ts, started-prefills.ts), a compute thread pool for as long as the context
 // lives (compute-pool.ts), its generation steps decoded on the worker's own thread
 // (inline-decode.ts), and several steps per call for plain requests (native-generation.ts).
 // The worker and `npm run bench:engine-loop` both build it here.
@@ -11,6 +11,7 @@ import { BatchGate } from "./batch-gate.js";
 import { attachComputePool, type ComputePool } from "./compute-pool.js";
 import { decodeStepsInline, type InlineDecode } from "./inline-decode.js";
 import { NativeGeneration, type WorkerAttention } from "./native-generation.js";
+import { StartedPrefills } from "./started-prefills.js";
 
 export interface BatchedContextOptions {
   slots: number;
@@ -45,6 +46,7 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
   // Told when each of node-llama-cpp's batches starts (set once the context exists).
   let nativeGeneration: NativeGeneration | { problem: string } | undefined;
   const batches: BatchStats = { steps: 0, decodeTokens: 0, prefillTokens: 0 };
+  const started = new StartedPrefills();
   const context = await model.createContext({
     sequences: options.slots,
     contextSize: options.contextSize,
@@ -56,7 +58,8 @@ export async function createBatchedContext(model: LlamaModel, options: BatchedCo
       itemPrioritizationStrategy: ({ items, size }) => {
         const sequences = gate.batchStarted();
         if (nativeGeneration !== undefined && !("problem" in nativeGeneration)) nativeGeneration.batchStarted(sequences);
-        const shares = shareBatch(items, size, options.chunkTokens());
+        const shares = shareBatch(items, size, options.chunkTokens(), (item) => started.has(item));
+        started.batchShared(items, shares);
         countBatch(batches, shares);
         return shares;
       },

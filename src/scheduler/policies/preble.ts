@@ -187,8 +187,10 @@ class Scratch {
 /**
  * W: how long a request placed on `worker` now would wait for the prefill ahead of it there.
  * A worker shares each step's prefill budget out in rank order (its hit ratio there: higher
- * first), so what is ahead is the prefill still pending there (waiting for a slot or being
- * evaluated) of this request's rank and above (at least as long a context as this one's);
+ * first) once the prefills it has started have their share, so what is ahead is the prefill
+ * still pending there (waiting for a slot or being evaluated) of this request's rank and
+ * above (at least as long a context as this one's; a started prefill of a lower rank is
+ * ahead too, and the view does not tell it apart);
  * and when every slot is taken, the requests beyond the slots (this one included) each wait
  * for one to free: a slot turns over every `slotMs` / slots.
  */
