@@ -2,7 +2,7 @@
 // `spec.spill`, the real worker's store of evicted slot contents in host memory (what it saves
 // before a request overwrites a slot and loads into a slot; simulator.ts's header says when).
 import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
-import { StoreChangeLog, type StoreChanges } from "../../src/scheduler/placement/stored-states.js";
+import { StoreChangeLog, type StoreChanges, supersedes } from "../../src/scheduler/placement/stored-states.js";
 import type { TimeModel } from "../../src/scheduler/time-model.js";
 
 /** The real worker's state store (config.yml `spill`), in tokens. */
@@ -85,17 +85,19 @@ export class SimStore {
     let ioMs = 0;
     let spilled = false;
     let restored = false;
+    // Chosen before the save, which must not drop it (as the real worker pins it).
+    const found = this.bestPrefix(tokens);
+    const best = found && found.length >= shared + spill.minRestoreGain ? found : undefined;
+    if (best) best.entry.lastUsedMs = this.now();
     if (
       held.length - shared >= spill.minTokens &&
       !this.stored.some((entry) => entry.tokens.length >= held.length && commonPrefixLength(entry.tokens, held) === held.length)
     ) {
-      this.store(held);
+      this.store(held, best?.entry);
       spilled = true;
       ioMs += this.truth.copyMs(held.length) / 2;
     }
-    const best = this.bestPrefix(tokens);
-    if (best && best.length >= shared + spill.minRestoreGain) {
-      best.entry.lastUsedMs = this.now();
+    if (best) {
       restored = true;
       ioMs += this.truth.copyMs(best.entry.tokens.length) / 2;
       shared = best.length;
@@ -118,17 +120,31 @@ export class SimStore {
     return best;
   }
 
-  /** Adds a state to the store, dropping the least recently used past the budget (a state bigger than the budget is not kept). */
-  private store(tokens: TokenIds): void {
+  /**
+   * Adds a state to the store, dropping those it supersedes, then the least recently used past
+   * the budget (a state bigger than the budget is not kept); never `loading`, the state about
+   * to be loaded into the slot (the real worker pins it).
+   */
+  private store(tokens: TokenIds, loading?: StoredState): void {
     const budget = this.spill!.budgetTokens;
     if (tokens.length > budget) return;
+    for (let i = this.stored.length - 1; i >= 0; i--) {
+      if (this.stored[i] === loading || !supersedes(tokens, this.stored[i]!.tokens)) continue;
+      this.storedTokens -= this.stored[i]!.tokens.length;
+      this.changes.dropped(this.stored[i]!.id);
+      this.stored.splice(i, 1);
+    }
     const id = String(this.nextId++);
     this.stored.push({ id, tokens, lastUsedMs: this.now() });
     this.changes.kept(id, tokens);
     this.storedTokens += tokens.length;
     while (this.storedTokens > budget) {
-      let oldest = 0;
-      for (let i = 1; i < this.stored.length; i++) if (this.stored[i]!.lastUsedMs < this.stored[oldest]!.lastUsedMs) oldest = i;
+      let oldest = -1;
+      for (let i = 0; i < this.stored.length; i++) {
+        if (this.stored[i] !== loading && (oldest < 0 || this.stored[i]!.lastUsedMs < this.stored[oldest]!.lastUsedMs)) oldest = i;
+      }
+      // Only the state being loaded is left: over budget until it is loaded, as the real store is.
+      if (oldest < 0) break;
       this.storedTokens -= this.stored[oldest]!.tokens.length;
       this.changes.dropped(this.stored[oldest]!.id);
       this.stored.splice(oldest, 1);

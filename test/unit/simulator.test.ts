@@ -9,6 +9,7 @@ import { type ArmRecord, headlines, isIdealisedSpec, markdown, type SimReport } 
 import { Links, REQUEST_BYTES_PER_TOKEN, routerTimeModel } from "../../bench/sim/network.js";
 import { type NetworkSpec, simulate, type SimOptions, type WorkerSpec } from "../../bench/sim/simulator.js";
 import { consecutiveRuns } from "../../bench/sim/sim-worker.js";
+import { SimStore } from "../../bench/sim/sim-store.js";
 import { atLoad, buildWorkload } from "../../bench/sim/workloads.js";
 import type { WorkloadRequest } from "../../bench/workloads/tokens.js";
 import { MIN_RESTORE_GAIN } from "../../src/engine/wire/protocol.js";
@@ -383,6 +384,29 @@ describe("simulator: the CPU card (decode passes per run of slots, state store, 
     // B's start saved A (120 tokens) and said so: C's placement sees the 100 tokens it shares.
     await simulate({ policy: spy, workers: 1, spec: { ...TINY, slots: 1, spill: { budgetTokens: 10_000, minTokens: 10, minRestoreGain: 16 } }, requests });
     expect(stored).toEqual([0, 0, 100]);
+  });
+
+  it("state store: a saved state drops the stored ones it holds all but a short tail of, as the real store does", () => {
+    const store = new SimStore({ budgetTokens: 10_000, minTokens: 10, minRestoreGain: 16 }, new TimeModel(LINEAR), () => 0);
+    const prefix = ids(40, 150);
+    const [a, b, other] = [
+      [...prefix, ...ids(41, 30)],
+      [...prefix, ...ids(42, 30)],
+      [...prefix.slice(0, 30), ...ids(43, 10)],
+    ];
+    // Each slot's content is saved as a request that shares nothing with it overwrites the slot.
+    for (const held of [a, b, other]) expect(store.prepareSlot(held, ids(44, 50), 0).spilled).toBe(true);
+    const changes = store.takeChanges()!;
+    expect(changes.stored.map((state) => state.tokens)).toEqual([a, b, other]);
+    // b holds 150 of a's 180 tokens: a goes. other shares 30 with b: both stay.
+    expect(changes.dropped).toEqual([changes.stored[0]!.id]);
+    expect(store.holds(b) && store.holds(other) && !store.holds(a)).toBe(true);
+    // b's conversation goes on in a slot holding a sibling of it: b's state is loaded, though
+    // the sibling's save holds all of it but its question.
+    const sibling = [...prefix, ...ids(45, 30)];
+    const continued = [...b, ...ids(46, 30)];
+    expect(store.prepareSlot(sibling, continued, prefix.length)).toMatchObject({ spilled: true, restored: true, shared: b.length });
+    expect(store.takeChanges()!.dropped).toEqual([]);
   });
 
   it("context lock: a request given a used slot waits until nothing runs on its worker", async () => {

@@ -98,6 +98,37 @@ describe("StateStore", () => {
     expect(new Set([first, second, third].map(stateId)).size).toBe(3);
   });
 
+  it("drops a state that a newer one holds all but a short tail of, its file too, and reports it; keeps one that differs more, and one being loaded", async () => {
+    const { store: s } = store(10_000);
+    const shared = Array.from({ length: 90 }, (_, i) => 1000 + i);
+    const question = (k: number) => Array.from({ length: 10 }, (_, i) => 10 * k + i);
+    // One prefix, a question each: the second holds 90 of the first's 100 tokens.
+    const first = (await s.spill([...shared, ...question(1)], save(10)))!;
+    const second = (await s.spill([...shared, ...question(2)], save(10)))!;
+    expect(s.size).toBe(1);
+    await expect(access(first.file)).rejects.toThrow();
+    // The same conversation a turn later: it holds all of the state before it.
+    const later = (await s.spill([...shared, ...question(2), ...question(3)], save(10)))!;
+    expect(s.size).toBe(1);
+    expect(s.takeChanges()).toEqual({
+      stored: [
+        { id: stateId(first), tokens: first.tokens },
+        { id: stateId(second), tokens: second.tokens },
+        { id: stateId(later), tokens: later.tokens },
+      ],
+      dropped: [stateId(first), stateId(second)],
+    });
+    // Another conversation, sharing only the first 30 tokens: both are kept.
+    const other = (await s.spill([...shared.slice(0, 30), ...question(4)], save(10)))!;
+    expect(s.size).toBe(2);
+    // Being loaded: stays until its load ends, whatever supersedes it.
+    const release = s.pin(other);
+    await s.spill([...shared.slice(0, 30), ...question(4), 7], save(10));
+    expect(s.size).toBe(3);
+    await access(other.file);
+    release();
+  });
+
   it("drops an entry whose file turned out unusable", async () => {
     const { store: s } = store(100);
     const entry = (await s.spill([5, 6], save(10)))!;

@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { commonPrefixLength } from "../../src/common/tokens.js";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
-import { MAX_STORED_STATES, StoredStates } from "../../src/scheduler/placement/stored-states.js";
+import { MAX_STORED_STATES, StoredStates, SUPERSEDED_TAIL, supersedes } from "../../src/scheduler/placement/stored-states.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
 import type { PlacementPolicy, PlacementRequest } from "../../src/scheduler/types.js";
@@ -13,6 +13,23 @@ import { CPU_LIKE_COEFFICIENTS } from "../helpers/time-models.js";
 
 const tokens = (seed: number, length: number): number[] => Array.from({ length }, (_, i) => ((seed * 7919 + i * 104729) % 30_000) + 10);
 const request = (prompt: number[]): PlacementRequest => ({ modelId: "m", tokens: prompt, messageCount: 3 });
+
+describe("a newer stored state supersedes an older one", () => {
+  it("when it holds all of the older one but a tail under a quarter of its length", () => {
+    const prefix = tokens(1, 850);
+    const older = [...prefix, ...tokens(2, 150)];
+    // A sibling (the same prefix, its own question): the older one's tail is 15 %.
+    expect(supersedes([...prefix, ...tokens(3, 150)], older)).toBe(true);
+    // The same conversation a turn later.
+    expect(supersedes([...older, ...tokens(4, 300)], older)).toBe(true);
+    // Only the first 700 tokens in common: a tail of 30 % stays.
+    expect(supersedes([...prefix.slice(0, 700), ...tokens(5, 300)], older)).toBe(false);
+    // The bound: a tail of exactly a quarter stays.
+    const shared = older.length * (1 - SUPERSEDED_TAIL);
+    expect(supersedes([...older.slice(0, shared), ...tokens(6, 300)], older)).toBe(false);
+    expect(supersedes([...older.slice(0, shared + 1), ...tokens(6, 300)], older)).toBe(true);
+  });
+});
 
 describe("StoredStates", () => {
   it("finds the longest prefix a stored state shares with the prompt, only when longer than what the slots give", () => {

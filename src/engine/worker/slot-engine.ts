@@ -569,12 +569,17 @@ export class SlotEngine {
     if (spill.budgetBytes <= 0) return { restoredTokens: 0, evictedTokens, spilledTokens: 0 };
     let spilledTokens = 0;
     const recent = Date.now() - this.slots.lastUsedMs(slot) <= spill.recentMs;
+    // The state to load is chosen first and pinned while the slot's content is saved: the save
+    // must not drop it (a newer state drops the ones it holds nearly all of).
+    const found = this.store.bestPrefix(tokens);
+    const stored = found && found.length >= kept + MIN_RESTORE_GAIN ? found : undefined;
     if (evictedTokens >= spill.minTokens && recent && !this.store.covers(held)) {
+      const release = stored ? this.store.pin(stored.entry) : () => {};
       const saved = await this.store.spill(held, (file) => sequence.saveStateToFile(file)).catch(() => undefined);
+      release();
       if (saved) spilledTokens = evictedTokens;
     }
-    const stored = this.store.bestPrefix(tokens);
-    if (!stored || stored.length < kept + MIN_RESTORE_GAIN) return { restoredTokens: 0, evictedTokens, spilledTokens };
+    if (!stored) return { restoredTokens: 0, evictedTokens, spilledTokens };
     const failure = await this.loadState(sequence, stored.entry);
     if (failure !== undefined) return { restoredTokens: 0, evictedTokens: held.length, spilledTokens, restoreFailed: failure };
     return { restoredTokens: stored.length - kept, evictedTokens, spilledTokens };

@@ -1,7 +1,8 @@
 // A worker's store of spilled KV states: prefixes evicted from its slots, saved with
 // node-llama-cpp's `saveStateToFile` into host memory (/dev/shm where it exists), kept LRU
-// within a byte budget, and loaded back into a slot instead of recomputing them. Copies of a
-// hot prefix from another worker arrive here too (`adopt`).
+// within a byte budget, and loaded back into a slot instead of recomputing them. A state that
+// a newer one holds nearly all of is dropped when the newer one is kept (`supersedes`). Copies
+// of a hot prefix from another worker arrive here too (`adopt`).
 //
 // Every state file has a sidecar `.json` with what it may only be loaded into: the model
 // file's fingerprint, the context size per slot and the slot count. node-llama-cpp loads a
@@ -18,7 +19,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { once } from "../../common/once.js";
 import { commonPrefixLength, type TokenIds } from "../../common/tokens.js";
-import { StoreChangeLog, type StoreChanges } from "../../scheduler/placement/stored-states.js";
+import { StoreChangeLog, type StoreChanges, supersedes } from "../../scheduler/placement/stored-states.js";
 
 export interface StateIdentity {
   modelFingerprint: string;
@@ -171,6 +172,11 @@ export class StateStore {
     if (size > this.budgetBytes) {
       await removeState(file);
       return undefined;
+    }
+    // What the new state holds nearly all of goes (a state being loaded stays until its load ends).
+    for (const older of this.entries.filter((candidate) => candidate.pins === 0 && supersedes(tokens, candidate.tokens))) {
+      this.drop(this.entries.indexOf(older));
+      await removeState(older.file);
     }
     const entry: StateEntry = { file, tokens, bytes: size, lastUsedMs: this.now(), pins: 0 };
     this.entries.push(entry);

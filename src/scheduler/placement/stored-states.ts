@@ -20,6 +20,23 @@ export interface StoreChanges {
 export const MAX_STORED_STATES = 4096;
 
 /**
+ * A stored state is dropped when a newer one holds all of it but a tail shorter than this
+ * fraction of its length. Two prompts of one long shared prefix (a tool list, a document)
+ * with questions of their own would otherwise each keep a whole copy of the prefix: on
+ * Preble's ToolBench (85 % of a prompt shared) a card's store of about 35 prompts held
+ * several copies of each prefix it had, and lost the rest. A state that a newer one
+ * continues (the same conversation, a turn later) is dropped too; two conversations that
+ * share only their system prompt keep both once their own parts are a quarter or more.
+ * What a dropped state held past the shared part is at most a quarter of it to compute again.
+ */
+export const SUPERSEDED_TAIL = 0.25;
+
+/** Whether a store keeping `newer` may drop `older`: all of it but a tail under SUPERSEDED_TAIL of its length is in `newer`. */
+export function supersedes(newer: TokenIds, older: TokenIds): boolean {
+  return older.length - commonPrefixLength(older, newer) < SUPERSEDED_TAIL * older.length;
+}
+
+/**
  * A store's side of the reports: what it kept and dropped since the last report was taken,
  * in that order. The worker's state store and the simulator's keep one each.
  */
