@@ -31,10 +31,15 @@ export interface Target {
 /** Requests sent again because the server had closed the idle keep-alive connection they went out on. */
 export const resent = { count: 0 };
 
+/** Times a request is sent again on a connection closed under it: several idle ones may be pooled. */
+const RESENDS = 4;
+
 /**
- * fetch, sent once more when the connection it went out on was closed under it: a server
+ * fetch, sent again when the connection it went out on was closed under it: a server
  * closes a keep-alive connection idle for a few seconds (llama-server after 5 s), and the
- * arms take turns for longer than that, so the client may write into a socket just as it closes.
+ * arms take turns for longer than that, so the client may write into a socket just as it
+ * closes. After several agents at once the client pools several such connections, and the
+ * resend may go out on the next of them (a run at 1806ad5 failed so, with one resend).
  */
 async function post(url: string, body: string): Promise<{ response: Response; sent: number }> {
   for (let attempt = 0; ; attempt++) {
@@ -43,7 +48,7 @@ async function post(url: string, body: string): Promise<{ response: Response; se
       return { response: await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body }), sent };
     } catch (error) {
       const code = ((error as Error).cause as { code?: string } | undefined)?.code;
-      if (attempt > 0 || code !== "UND_ERR_SOCKET") throw error;
+      if (attempt >= RESENDS || code !== "UND_ERR_SOCKET") throw error;
       resent.count++;
     }
   }
