@@ -1,9 +1,10 @@
 // A worker's llama.cpp context as the worker drives it: one sequence per slot, every decode
 // step gated until each generating sequence has queued its token (batch-gate.ts), each batch
-// shared out by the local scheduler's rule (decode tokens first, then the prefill budget:
-// started prefills first, then by priority group: batch-priority.ts, started-prefills.ts), a compute thread pool for as long as the context
-// lives (compute-pool.ts), its generation steps decoded on the worker's own thread
-// (inline-decode.ts), and several steps per call for plain requests (native-generation.ts).
+// shared out by the local scheduler's rule (decode tokens first, then the prefill budget,
+// started prefills first, then by priority group: batch-priority.ts and started-prefills.ts),
+// a compute thread pool for as long as the context lives (compute-pool.ts), its generation
+// steps decoded on the worker's own thread (inline-decode.ts), and several steps per call for
+// plain requests (native-generation.ts).
 // The worker and `npm run bench:engine-loop` both build it here.
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { type BatchStats, countBatch, shareBatch } from "../../scheduler/batch-priority.js";

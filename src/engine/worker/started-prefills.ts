@@ -4,7 +4,8 @@
 // only the rest (`tokens.slice(processAmount)`): nothing on an item says it started. So after
 // each batch this remembers what each part-evaluated prompt will look like at the next one:
 // the tokens it has left, the first of them, and its priority. Two prompts that look alike in
-// all three are both taken as started; that only moves one ahead of prompts of its priority.
+// all three are both taken as started: the one that has not started only moves ahead of the
+// prompts that have not either.
 import type { BatchShare } from "../../scheduler/batch-priority.js";
 
 export interface QueuedPrompt {
