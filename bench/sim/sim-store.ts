@@ -2,7 +2,7 @@
 // `spec.spill`, the real worker's store of evicted slot contents in host memory (what it saves
 // before a request overwrites a slot and loads into a slot; simulator.ts's header says when).
 import { commonPrefixLength, type TokenIds } from "../../src/common/tokens.js";
-import { StoreChangeLog, type StoreChanges, supersedes } from "../../src/scheduler/placement/stored-states.js";
+import { StoreChangeLog, type StoreChanges, statesToDrop } from "../../src/scheduler/placement/stored-states.js";
 import type { TimeModel } from "../../src/scheduler/time-model.js";
 
 /** The real worker's state store (config.yml `spill`), in tokens. */
@@ -41,7 +41,6 @@ export class SimStore {
   private imports: TokenIds[] = [];
   /** The state store (spec.spill): stored token sequences in the order they were stored, each with its last use. */
   private readonly stored: StoredState[] = [];
-  private storedTokens = 0;
   private nextId = 1;
   /** States kept and dropped since the last takeChanges (the real store reports them with a request's start). */
   private readonly changes = new StoreChangeLog();
@@ -121,33 +120,26 @@ export class SimStore {
   }
 
   /**
-   * Adds a state to the store, dropping those it supersedes, then the least recently used past
-   * the budget (a state bigger than the budget is not kept); never `loading`, the state about
-   * to be loaded into the slot (the real worker pins it).
+   * Adds a state to the store and drops what the real store's rule drops (`statesToDrop`: those
+   * it supersedes, then the least recently used past the budget; a state bigger than the budget
+   * is not kept); never `loading`, the state about to be loaded into the slot (the real worker
+   * pins it).
    */
   private store(tokens: TokenIds, loading?: StoredState): void {
     const budget = this.spill!.budgetTokens;
     if (tokens.length > budget) return;
-    for (let i = this.stored.length - 1; i >= 0; i--) {
-      if (this.stored[i] === loading || !supersedes(tokens, this.stored[i]!.tokens)) continue;
-      this.storedTokens -= this.stored[i]!.tokens.length;
-      this.changes.dropped(this.stored[i]!.id);
-      this.stored.splice(i, 1);
-    }
-    const id = String(this.nextId++);
-    this.stored.push({ id, tokens, lastUsedMs: this.now() });
-    this.changes.kept(id, tokens);
-    this.storedTokens += tokens.length;
-    while (this.storedTokens > budget) {
-      let oldest = -1;
-      for (let i = 0; i < this.stored.length; i++) {
-        if (this.stored[i] !== loading && (oldest < 0 || this.stored[i]!.lastUsedMs < this.stored[oldest]!.lastUsedMs)) oldest = i;
-      }
-      // Only the state being loaded is left: over budget until it is loaded, as the real store is.
-      if (oldest < 0) break;
-      this.storedTokens -= this.stored[oldest]!.tokens.length;
-      this.changes.dropped(this.stored[oldest]!.id);
-      this.stored.splice(oldest, 1);
+    const added: StoredState = { id: String(this.nextId++), tokens, lastUsedMs: this.now() };
+    this.stored.push(added);
+    this.changes.kept(added.id, tokens);
+    for (const dropped of statesToDrop(
+      this.stored,
+      added,
+      budget,
+      (state) => state.tokens.length,
+      (state) => state === loading,
+    )) {
+      this.changes.dropped(dropped.id);
+      this.stored.splice(this.stored.indexOf(dropped), 1);
     }
   }
 }

@@ -44,10 +44,12 @@ export function shareBatch<T extends PendingBatchItem>(
   }
   let prefillBudget = Math.min(left, chunkTokens);
   const prefilling = items.filter((item) => item.tokens.length > 1);
-  const rank = new Map<T, number>();
-  // Started ones above every priority (1..5); a stable sort keeps arrival order inside a rank.
-  for (const item of prefilling) rank.set(item, started(item) ? BATCH_PRIORITIES + 1 : item.evaluationPriority);
-  prefilling.sort((a, b) => rank.get(b)! - rank.get(a)!);
+  if (prefilling.length > 1) {
+    const rank = new Map<T, number>();
+    // Started ones above every priority (1..5); a stable sort keeps arrival order inside a rank.
+    for (const item of prefilling) rank.set(item, started(item) ? BATCH_PRIORITIES + 1 : item.evaluationPriority);
+    prefilling.sort((a, b) => rank.get(b)! - rank.get(a)!);
+  }
   for (const item of prefilling) {
     if (prefillBudget <= 0) break;
     const processAmount = Math.min(item.tokens.length, prefillBudget);

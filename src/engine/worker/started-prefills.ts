@@ -28,13 +28,15 @@ export class StartedPrefills {
   /** After a batch is shared out: its part-evaluated prompts, and the started ones it gave nothing, are started at the next. */
   batchShared<T extends QueuedPrompt>(items: readonly T[], shares: readonly BatchShare<T>[]): void {
     const next = new Set<string>();
-    const shared = new Set<T>();
     for (const { item, processAmount } of shares) {
-      shared.add(item);
       const left = item.tokens.length - processAmount;
       if (item.tokens.length > 1 && left > 0) next.add(keyOf(left, item.tokens[processAmount]!, item.evaluationPriority));
     }
-    for (const item of items) if (!shared.has(item) && this.has(item)) next.add(keyOf(item.tokens.length, item.tokens[0]!, item.evaluationPriority));
+    // Started ones given nothing this batch (their tokens unchanged): only ever after the prefill budget ran out.
+    if (this.expected.size > 0) {
+      for (const item of items)
+        if (this.has(item) && !shares.some((share) => share.item === item)) next.add(keyOf(item.tokens.length, item.tokens[0]!, item.evaluationPriority));
+    }
     this.expected = next;
   }
 }

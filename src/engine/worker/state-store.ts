@@ -1,7 +1,7 @@
 // A worker's store of spilled KV states: prefixes evicted from its slots, saved with
 // node-llama-cpp's `saveStateToFile` into host memory (/dev/shm where it exists), kept LRU
 // within a byte budget, and loaded back into a slot instead of recomputing them. A state that
-// a newer one holds nearly all of is dropped when the newer one is kept (`supersedes`). Copies
+// a newer one holds nearly all of is dropped when the newer one is kept (`statesToDrop`). Copies
 // of a hot prefix from another worker arrive here too (`adopt`).
 //
 // Every state file has a sidecar `.json` with what it may only be loaded into: the model
@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { once } from "../../common/once.js";
 import { commonPrefixLength, type TokenIds } from "../../common/tokens.js";
-import { StoreChangeLog, type StoreChanges, supersedes } from "../../scheduler/placement/stored-states.js";
+import { StoreChangeLog, type StoreChanges, statesToDrop } from "../../scheduler/placement/stored-states.js";
 
 export interface StateIdentity {
   modelFingerprint: string;
@@ -173,23 +173,20 @@ export class StateStore {
       await removeState(file);
       return undefined;
     }
-    // What the new state holds nearly all of goes (a state being loaded stays until its load ends).
-    for (const older of this.entries.filter((candidate) => candidate.pins === 0 && supersedes(tokens, candidate.tokens))) {
-      this.drop(this.entries.indexOf(older));
-      await removeState(older.file);
-    }
     const entry: StateEntry = { file, tokens, bytes: size, lastUsedMs: this.now(), pins: 0 };
     this.entries.push(entry);
     this.totalBytes += size;
     this.changes.kept(stateId(entry), tokens);
-    while (this.totalBytes > this.budgetBytes) {
-      const unpinned = this.entries.filter((candidate) => candidate.pins === 0);
-      // Everything left is being loaded: over budget until those loads end.
-      if (unpinned.length === 0) break;
-      const oldest = unpinned.reduce((a, b) => (b.lastUsedMs < a.lastUsedMs ? b : a));
-      this.drop(this.entries.indexOf(oldest));
-      await removeState(oldest.file);
-    }
+    // A state being loaded stays until its load ends.
+    const drops = statesToDrop(
+      this.entries,
+      entry,
+      this.budgetBytes,
+      (state) => state.bytes,
+      (state) => state.pins > 0,
+    );
+    for (const dropped of drops) this.drop(this.entries.indexOf(dropped));
+    await Promise.all(drops.map((dropped) => removeState(dropped.file)));
     return this.entries.includes(entry) ? entry : undefined;
   }
 

@@ -23,8 +23,9 @@ export const MAX_STORED_STATES = 4096;
  * A stored state is dropped when a newer one holds all of it but a tail shorter than this
  * fraction of its length. Two prompts of one long shared prefix (a tool list, a document)
  * with questions of their own would otherwise each keep a whole copy of the prefix: on
- * Preble's ToolBench (85 % of a prompt shared) a card's store of about 35 prompts held
- * several copies of each prefix it had, and lost the rest. A state that a newer one
+ * Preble's ToolBench (85 % of a prompt shared) a card's store of about 35 prompts kept a
+ * whole copy of a prefix for each question, and lost other prefixes to make room
+ * (bench/sim/prefix-trace.ts shows where requests then found their prefix). A state that a newer one
  * continues (the same conversation, a turn later) is dropped too; two conversations that
  * share only their system prompt keep both once their own parts are a quarter or more.
  * What a dropped state held past the shared part is at most a quarter of it to compute again.
@@ -34,6 +35,46 @@ export const SUPERSEDED_TAIL = 0.25;
 /** Whether a store keeping `newer` may drop `older`: all of it but a tail under SUPERSEDED_TAIL of its length is in `newer`. */
 export function supersedes(newer: TokenIds, older: TokenIds): boolean {
   return older.length - commonPrefixLength(older, newer) < SUPERSEDED_TAIL * older.length;
+}
+
+/** A stored state as a store's admission rule reads it. */
+export interface KeptState {
+  readonly tokens: TokenIds;
+  readonly lastUsedMs: number;
+}
+
+/**
+ * What a store drops when it keeps `added` (already last in `states`): the states `added`
+ * supersedes, then the least recently used while the rest's `sizeOf` sum exceeds `budget`
+ * (`added` itself included, when all else is in use). Never a state `inUse` (being loaded):
+ * past the budget with only those left, the store stays over it until they are released.
+ * The worker's state store and the simulator's both keep their states by this rule.
+ */
+export function statesToDrop<S extends KeptState>(
+  states: readonly S[],
+  added: S,
+  budget: number,
+  sizeOf: (state: S) => number,
+  inUse: (state: S) => boolean,
+): S[] {
+  const drops: S[] = [];
+  const left: S[] = [];
+  let total = 0;
+  for (const state of states) {
+    if (state !== added && !inUse(state) && supersedes(added.tokens, state.tokens)) drops.push(state);
+    else {
+      left.push(state);
+      total += sizeOf(state);
+    }
+  }
+  while (total > budget) {
+    let oldest: S | undefined;
+    for (const state of left) if (!inUse(state) && !drops.includes(state) && (oldest === undefined || state.lastUsedMs < oldest.lastUsedMs)) oldest = state;
+    if (oldest === undefined) break;
+    drops.push(oldest);
+    total -= sizeOf(oldest);
+  }
+  return drops;
 }
 
 /**
