@@ -306,6 +306,44 @@ describe("preble: E2", () => {
     expect(next.placement.matchedTokens).toBeGreaterThanOrEqual(600);
   });
 
+  it("keeps an exploit on its holder when the time a yield saves it is less than its recomputed prefix costs the requests running on the other worker", () => {
+    const clock = { t: 0 };
+    const scheduler = new GlobalScheduler(createPolicy("preble"), { now: () => clock.t, maxQueuePerWorker: 10_000 });
+    for (const id of ["w0", "w1"]) scheduler.addWorker({ id, modelId: "m", slots: 4, capacityTokens: 1e6, timeModel: new TimeModel(COEFFICIENTS) });
+    const done = { ok: true, promptTokens: 100, cachedTokens: 0, completionTokens: 400, ttftMs: 50 } as const;
+    // w0 holds a 600-token prefix in its idle slot 0. Answers are 400 tokens: a slot turns over every 2000 ms.
+    const prefix = tokens(23, 600);
+    const first = scheduler.place({ modelId: "m", tokens: prefix, messageCount: 1 }, "w0")!;
+    first.started(0);
+    first.finished({ ...done, promptTokens: 600 });
+    // Decoding requests on each worker: five on w0 (three in its other slots, two waiting for
+    // one), three on w1 (one of its slots free).
+    const running = (workerId: string, count: number, firstSlot: number) =>
+      Array.from({ length: count }, (_, i) => {
+        const ticket = scheduler.place(single(300 + 10 * firstSlot + i + (workerId === "w0" ? 0 : 100), 100), workerId)!;
+        if (firstSlot + i < 4) {
+          ticket.started(firstSlot + i);
+          ticket.firstToken();
+        }
+        return ticket;
+      });
+    running("w0", 5, 1);
+    const onOther = running("w1", 3, 0);
+    const question = (i: number): PlacementRequest => ({ modelId: "m", tokens: [...prefix, ...tokens(900 + i, 40)], messageCount: 1 });
+    // On w0 the question waits two slot turnovers (1000 ms) and computes 40 tokens; on w1 it
+    // would start at once and compute all 640 of them, sooner by 400 ms, but its three running
+    // requests would each wait out that prefill (1923 ms together, against 205 ms for the five on w0): it
+    // stays on w0.
+    const stays = scheduler.place(question(0))!;
+    expect(stays.placement.reason).toBe("exploit");
+    expect(stays.workerId).toBe("w0");
+    // Once w1's requests are done, recomputing the prefix there costs no one else: it yields.
+    for (const ticket of onOther) ticket.finished(done);
+    const moves = scheduler.place(question(1))!;
+    expect(moves.placement.reason).toBe("yield");
+    expect(moves.workerId).toBe("w1");
+  });
+
   it("counts a prefix as cached only where an idle slot holds it: one a running request's slot holds is recomputed, so the request explores", () => {
     const { scheduler } = harness("preble", ["w0", "w1"]);
     const doc = tokens(71, 2000);

@@ -36,13 +36,26 @@
 //      the time one request holds a slot (expected output x decode ms per token) / slots.
 //      Counting only the prompts no slot had taken yet priced a worker busy evaluating a
 //      30k-token prompt as idle (docs/placement.md).
-// Yield: W + P is the request's predicted time to first token on w. An exploit whose holder
-// predicts a later first token than some other worker goes to that worker instead. Without
-// it, the holder of a popular prefix (a Zipf head) kept every request of it, queued them
-// behind its few slots and left the other workers idle: on the simulated 32-card ToolBench-
-// Zipf fleet preble sustained 9 requests/s at the SLO against round robin's 30 (the
-// simulator's results, docs/simulator.md). The worker it yields to then holds the prefix
-// too, so a hot prefix spreads over as many workers as its load needs.
+//   D  (not in Preble) what this request's prefill on w costs the requests in flight there:
+//      a step carries the next token of every running sequence beside the prefill's chunk,
+//      so each of them waits out the prefill's compute, about P (without a stored state's
+//      load, which takes no step) x their number. Only a yield weighs it (below): in the
+//      explore cost too it moved NExT-QA's capacity up 7 % on the simulated fleets, but
+//      pushed the agent loops' p99 TTFT on 8 cards past the best published rule's at 0.8x
+//      round robin's capacity (1.05x it; docs/placement.md).
+// Yield: W + P is the request's predicted time to first token on w. An exploit goes to another
+// worker instead when W + P + D is lower there than on the holder: the request's own first
+// token sooner, by more than it costs the requests it joins. Without a yield, the holder of
+// a popular prefix (a Zipf head) kept every request of it, queued them behind its few slots
+// and left the other workers idle: on the simulated 32-card ToolBench-Zipf fleet preble
+// sustained 9 requests/s at the SLO against round robin's 30 (the simulator's results,
+// docs/simulator.md). The worker it yields to then holds the prefix too, so a hot prefix
+// spreads over as many workers as its load needs. Without D, a request yielded as soon as
+// its own first token came sooner elsewhere, and the recomputed prefix slowed every request
+// running there: on the simulated ToolBench fleet of 4 cards at preble's capacity, 1 in 5
+// requests yielded, 123 of the 128 prefixes spread over every card and outgrew the cards'
+// stores, and more than a quarter of all requests found nothing of a prefix that their card
+// had served (with D: 1 in 16, 74 prefixes, 1 in 9; docs/placement.md).
 // No load rebalancing: Preble also moves an exploit to the cheapest worker once the holder's
 // load L over the window is 1.5x the lightest (after 50 placements per worker). With W priced
 // such a move could only delay the request's own first token (the yield above takes every
@@ -164,8 +177,8 @@ class TtftHistory {
 /** Candidates per decision, by index in the candidate list: reused scratch. */
 class Scratch {
   loads = new Float64Array(16);
-  /** W + P: the predicted time to first token. */
-  firstToken = new Float64Array(16);
+  /** W + P + D: the predicted time to first token and what the request's prefill costs the others (what a yield compares). */
+  yieldCost = new Float64Array(16);
   partial = new Float64Array(16);
   /** Full cost, NaN until priced in this decision. */
   cost = new Float64Array(16);
@@ -175,7 +188,7 @@ class Scratch {
     if (this.loads.length < n) {
       const size = Math.max(n, 2 * this.loads.length);
       this.loads = new Float64Array(size);
-      this.firstToken = new Float64Array(size);
+      this.yieldCost = new Float64Array(size);
       this.partial = new Float64Array(size);
       this.cost = new Float64Array(size);
       this.order = new Int32Array(size);
@@ -244,15 +257,16 @@ export class PreblePolicy implements PlacementPolicy {
     // priced only for a worker whose L + P + W can still beat the best total found so far.
     const scratch = this.scratch;
     scratch.reset(count);
-    const { loads, firstToken, partial } = scratch;
+    const { loads, yieldCost, partial } = scratch;
     const expectedOutput = context.expectedOutputTokens(request);
     for (let i = 0; i < count; i++) {
       const worker = candidates[i]!;
       const model = worker.timeModel;
       const slotMs = expectedOutput * model.decodeMsPerToken(n);
       loads[i] = worker.windowedPrefillMs + worker.inFlight * slotMs;
-      firstToken[i] = waitMs(worker, model, slotMs, n) + newPrefillMs(worker, n);
-      partial[i] = loads[i]! + firstToken[i]!;
+      const firstToken = waitMs(worker, model, slotMs, n) + newPrefillMs(worker, n);
+      yieldCost[i] = firstToken + worker.inFlight * model.prefillMs(n - usableTokens(worker), n);
+      partial[i] = loads[i]! + firstToken;
     }
     // A hash-table object from the start: the workers priced, and so the keys and their order,
     // vary from one decision to the next, and adding them to a plain object walks V8 through a
@@ -278,7 +292,7 @@ export class PreblePolicy implements PlacementPolicy {
     }
     const holder = this.cheapest(HOLDERS, matched, costs, candidates, request, context);
     let soonest = holder;
-    for (let i = 0; i < count; i++) if (firstToken[i]! < firstToken[soonest]!) soonest = i;
+    for (let i = 0; i < count; i++) if (yieldCost[i]! < yieldCost[soonest]!) soonest = i;
     if (soonest !== holder) return this.decide(candidates[soonest]!, "yield", matched, costs, prefixKey);
     return this.decide(candidates[holder]!, "exploit", matched, costs, prefixKey);
   }
