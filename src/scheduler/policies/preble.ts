@@ -38,8 +38,8 @@
 //      30k-token prompt as idle (docs/placement.md).
 //   D  (not in Preble) what this request's prefill on w costs the requests in flight there:
 //      a step carries the next token of every running sequence beside the prefill's chunk,
-//      so each of them waits out the prefill's compute, about P (without a stored state's
-//      load, which takes no step) x their number. Only a yield weighs it (below): in the
+//      and a stored state loads between steps, so each of them waits out about P: P x their
+//      number. Only a yield weighs it (below): in the
 //      explore cost too it moved NExT-QA's capacity up 7 % on the simulated fleets, but
 //      pushed the agent loops' p99 TTFT on 8 cards past the best published rule's at 0.8x
 //      round robin's capacity (1.05x it; docs/placement.md).
@@ -55,7 +55,7 @@
 // running there: on the simulated ToolBench fleet of 4 cards at preble's capacity, 1 in 5
 // requests yielded, 123 of the 128 prefixes spread over every card and outgrew the cards'
 // stores, and more than a quarter of all requests found nothing of a prefix that their card
-// had served (with D: 1 in 16, 74 prefixes, 1 in 9; docs/placement.md).
+// had served (with D: 1 in 11, 101 prefixes, 1 in 7; docs/placement.md).
 // No load rebalancing: Preble also moves an exploit to the cheapest worker once the holder's
 // load L over the window is 1.5x the lightest (after 50 placements per worker). With W priced
 // such a move could only delay the request's own first token (the yield above takes every
@@ -264,8 +264,9 @@ export class PreblePolicy implements PlacementPolicy {
       const model = worker.timeModel;
       const slotMs = expectedOutput * model.decodeMsPerToken(n);
       loads[i] = worker.windowedPrefillMs + worker.inFlight * slotMs;
-      const firstToken = waitMs(worker, model, slotMs, n) + newPrefillMs(worker, n);
-      yieldCost[i] = firstToken + worker.inFlight * model.prefillMs(n - usableTokens(worker), n);
+      const prefill = newPrefillMs(worker, n);
+      const firstToken = waitMs(worker, model, slotMs, n) + prefill;
+      yieldCost[i] = firstToken + worker.inFlight * prefill;
       partial[i] = loads[i]! + firstToken;
     }
     // A hash-table object from the start: the workers priced, and so the keys and their order,
