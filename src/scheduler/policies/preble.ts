@@ -12,7 +12,8 @@
 // slowest 1 %, each with nothing cached (docs/placement.md).
 //   - Exploit when remaining < matched: the cache covers more than what is left to compute.
 //     Go to the cheapest of the workers holding that longest prefix, unless another worker
-//     would give the request its first token sooner ("yield", below).
+//     would give the request its first token sooner by more than it costs the requests
+//     running there ("yield", below).
 //   - Explore otherwise: go to the worker with the lowest total cost.
 // Cost of a worker w, in milliseconds from w's own time model (M is only priced where it can
 // change the outcome; `costs` in the decision lists the workers that were fully priced):
@@ -39,10 +40,10 @@
 //   D  (not in Preble) what this request's prefill on w costs the requests in flight there:
 //      a step carries the next token of every running sequence beside the prefill's chunk,
 //      and a stored state loads between steps, so each of them waits out about P: P x their
-//      number. Only a yield weighs it (below): in the
-//      explore cost too it moved NExT-QA's capacity up 7 % on the simulated fleets, but
-//      pushed the agent loops' p99 TTFT on 8 cards past the best published rule's at 0.8x
-//      round robin's capacity (1.05x it; docs/placement.md).
+//      number. Only a yield weighs it (below): in the explore cost too it moved NExT-QA's
+//      capacity up 7 % on the simulated fleets, but pushed the agent loops' p99 TTFT on 8
+//      cards past 1.05x the best published rule's at 0.8x round robin's capacity
+//      (docs/placement.md).
 // Yield: W + P is the request's predicted time to first token on w. An exploit goes to another
 // worker instead when W + P + D is lower there than on the holder: the request's own first
 // token sooner, by more than it costs the requests it joins. Without a yield, the holder of
@@ -58,11 +59,12 @@
 // had served (with D: 1 in 11, 101 prefixes, 1 in 7; docs/placement.md).
 // No load rebalancing: Preble also moves an exploit to the cheapest worker once the holder's
 // load L over the window is 1.5x the lightest (after 50 placements per worker). With W priced
-// such a move could only delay the request's own first token (the yield above takes every
-// move that does not), and in the simulator it did: the agent loops' continuations it moved
-// recomputed their whole history elsewhere, a third of the slowest 1 % on 4 and 8 cards; without
-// it their p99 TTFT at 0.8x round robin's capacity fell from 1.6-1.8 s to 1.0-1.1 s, and no
-// other workload lost (docs/placement.md).
+// such a move could only delay the request's own first token or cost the requests it joins
+// more than it saves (the yield above takes every other move). In the simulator, before D,
+// it delayed them: the agent loops' continuations it moved recomputed their whole history
+// elsewhere, a third of the slowest 1 % on 4 and 8 cards; without it their p99 TTFT at 0.8x
+// round robin's capacity fell from 1.6-1.8 s to 1.0-1.1 s, and no other workload lost
+// (docs/placement.md).
 // Hot prefixes: the TTFT of requests sharing a cached prefix is kept per prefix node (per
 // model: node ids are per tree), dropped when the node leaves the tree or when its newest
 // sample falls out of the window, so it never outgrows the tree nor the window; when
