@@ -344,6 +344,50 @@ describe("preble: E2", () => {
     expect(moves.workerId).toBe("w1");
   });
 
+  it("counts the load of a stored state in what a yield costs the requests running where it goes", () => {
+    // Copies of 1 ms per token: a state of 300 tokens loads in 150.5 ms (half a copy).
+    const slowCopies = new TimeModel({ ...COEFFICIENTS, copyBase: 1, copyPerToken: 1 });
+    const clock = { t: 0 };
+    const scheduler = new GlobalScheduler(createPolicy("preble"), { now: () => clock.t, maxQueuePerWorker: 10_000 });
+    for (const id of ["w0", "w1"]) scheduler.addWorker({ id, modelId: "m", slots: 4, capacityTokens: 1e6, timeModel: slowCopies });
+    const done = { ok: true, promptTokens: 100, cachedTokens: 0, completionTokens: 400, ttftMs: 50 } as const;
+    // w0 holds a 600-token prefix in its idle slot 0 and runs five requests (two wait for a slot):
+    // the question's first token comes in 1041 ms there, and its 41 ms prefill holds those five.
+    const prefix = tokens(29, 600);
+    const first = scheduler.place({ modelId: "m", tokens: prefix, messageCount: 1 }, "w0")!;
+    first.started(0);
+    first.finished({ ...done, promptTokens: 600 });
+    for (let i = 0; i < 5; i++) {
+      const ticket = scheduler.place(single(500 + i, 100), "w0")!;
+      if (i < 3) {
+        ticket.started(i + 1);
+        ticket.firstToken();
+      }
+    }
+    // w1 keeps the prefix's first 300 tokens in its state store and runs two requests, a slot free.
+    scheduler.applyCacheEvent({ type: "store-changed", workerId: "w1", changes: { stored: [{ id: "half", tokens: prefix.slice(0, 300) }], dropped: [] } });
+    const onOther = [0, 1].map((i) => {
+      const ticket = scheduler.place(single(600 + i, 100), "w1")!;
+      ticket.started(i);
+      ticket.firstToken();
+      return ticket;
+    });
+    // On w1 the question loads the state (150.5 ms) and computes 340 tokens (341 ms): its first
+    // token 549.5 ms sooner. Both hold w1's two running requests: 983 ms, more than the time
+    // saved once w0's 205 ms is counted (1246 against 1474.5). Its computing alone (682 ms) would
+    // not be (1173.5): the load is what keeps the question on w0.
+    const question = (i: number): PlacementRequest => ({ modelId: "m", tokens: [...prefix, ...tokens(950 + i, 40)], messageCount: 1 });
+    const stays = scheduler.place(question(0))!;
+    expect(stays.placement.reason).toBe("exploit");
+    expect(stays.workerId).toBe("w0");
+    // With one of w1's requests done (and the first question queued on w0 too), the yield saves
+    // the question more than it costs the request left on w1.
+    onOther[0]!.finished(done);
+    const moves = scheduler.place(question(1))!;
+    expect(moves.placement.reason).toBe("yield");
+    expect(moves.workerId).toBe("w1");
+  });
+
   it("counts a prefix as cached only where an idle slot holds it: one a running request's slot holds is recomputed, so the request explores", () => {
     const { scheduler } = harness("preble", ["w0", "w1"]);
     const doc = tokens(71, 2000);
