@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { commonPrefixLength } from "../../src/common/tokens.js";
 import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
-import { MAX_STORED_STATES, StoredStates, SUPERSEDED_TAIL, supersedes } from "../../src/scheduler/placement/stored-states.js";
+import { MAX_STORED_STATES, StoredStates, SUPERSEDED_TAIL, statesToDrop, supersedes } from "../../src/scheduler/placement/stored-states.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TimeModel } from "../../src/scheduler/time-model.js";
 import type { PlacementPolicy, PlacementRequest } from "../../src/scheduler/types.js";
@@ -28,6 +28,50 @@ describe("a newer stored state supersedes an older one", () => {
     const shared = older.length * (1 - SUPERSEDED_TAIL);
     expect(supersedes([...older.slice(0, shared), ...tokens(6, 300)], older)).toBe(false);
     expect(supersedes([...older.slice(0, shared + 1), ...tokens(6, 300)], older)).toBe(true);
+  });
+});
+
+describe("statesToDrop, the admission rule of both stores", () => {
+  const state = (name: string, seed: number, length: number, lastUsedMs: number) => ({ name, tokens: tokens(seed, length), lastUsedMs });
+  const names = (drops: readonly { name: string }[]) => drops.map((drop) => drop.name);
+
+  it("drops what the new state supersedes first, then the least recently used, one by one, until the rest fits", () => {
+    const prefix = tokens(7, 90);
+    const sibling = { name: "sibling", tokens: [...prefix, ...tokens(8, 10)], lastUsedMs: 9 };
+    const states = [state("a", 11, 10, 1), state("b", 12, 10, 2), sibling, state("c", 13, 10, 3)];
+    const added = { name: "added", tokens: [...prefix, ...tokens(9, 10)], lastUsedMs: 10 };
+    // 30 + 100 + 100 tokens against a budget of 115: the sibling goes (superseded), then a and b.
+    const drops = statesToDrop(
+      [...states, added],
+      added,
+      115,
+      (s) => s.tokens.length,
+      () => false,
+    );
+    expect(names(drops)).toEqual(["sibling", "a", "b"]);
+  });
+
+  it("never drops a state in use, and stays over the budget when only those are left", () => {
+    const states = [state("a", 21, 50, 1), state("b", 22, 50, 2)];
+    const added = state("added", 23, 50, 3);
+    const drops = statesToDrop(
+      [...states, added],
+      added,
+      60,
+      (s) => s.tokens.length,
+      (s) => s.name !== "added",
+    );
+    // a and b are being loaded: the new state itself is the one least recently used that may go.
+    expect(names(drops)).toEqual(["added"]);
+    expect(
+      statesToDrop(
+        [...states, added],
+        added,
+        60,
+        (s) => s.tokens.length,
+        () => true,
+      ),
+    ).toEqual([]);
   });
 });
 

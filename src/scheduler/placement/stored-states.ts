@@ -68,11 +68,12 @@ export function statesToDrop<S extends KeptState>(
     }
   }
   while (total > budget) {
-    let oldest: S | undefined;
-    for (const state of left) if (!inUse(state) && !drops.includes(state) && (oldest === undefined || state.lastUsedMs < oldest.lastUsedMs)) oldest = state;
-    if (oldest === undefined) break;
-    drops.push(oldest);
-    total -= sizeOf(oldest);
+    let oldest = -1;
+    for (let i = 0; i < left.length; i++) if (!inUse(left[i]!) && (oldest < 0 || left[i]!.lastUsedMs < left[oldest]!.lastUsedMs)) oldest = i;
+    if (oldest < 0) break;
+    const [dropped] = left.splice(oldest, 1);
+    drops.push(dropped!);
+    total -= sizeOf(dropped!);
   }
   return drops;
 }
