@@ -34,28 +34,28 @@ import { GlobalScheduler } from "../../src/scheduler/global-scheduler.js";
 import type { PlacementTicket } from "../../src/scheduler/ticket.js";
 import { createPolicy } from "../../src/scheduler/registry.js";
 import { TIME_MODEL_PRESETS, TimeModel } from "../../src/scheduler/time-model.js";
-import { MOONCAKE_CONVERSATION_TRACE, mooncakeRequests, readMooncakeTrace } from "../workloads/mooncake.js";
-import type { WorkloadRequest } from "../workloads/tokens.js";
 import type { TokenIds } from "../../src/common/tokens.js";
 import type { RadixNode } from "../../src/scheduler/radix/node.js";
-import { TOOLBENCH_ZIPF_DEFAULTS, toolbenchZipf } from "../workloads/toolbench-zipf.js";
 import { gitCommit, machineDescription } from "../git-commit.js";
+import {
+  CAPACITY_TOKENS,
+  IN_FLIGHT_PER_WORKER,
+  MODEL,
+  mooncakeRecordCount,
+  type PlacedRequest,
+  placedRequests,
+  plan,
+  TIME_MODEL,
+  TOOLBENCH_SLOTS,
+  TREE_TARGET_TOKENS,
+  WORKERS,
+  WORKLOADS,
+  type WorkloadName,
+  type WorkloadPlan,
+} from "./decision-fleet.js";
 
-/** A workload's request with its prompt as the scheduler gets it from the server. */
-type PlacedRequest = Omit<WorkloadRequest, "tokens"> & { tokens: Int32Array };
-
-const MODEL = "mistral-7b";
-const WORKERS = 8;
-const CAPACITY_TOKENS = 200_000;
-const TIME_MODEL = "a6000-mistral-7b";
-/** Requests in flight per worker on average: the oldest completes once the fleet has more. */
-const IN_FLIGHT_PER_WORKER = 4;
-const TREE_TARGET_TOKENS = 1_000_000;
-const TOOLBENCH_SLOTS = 256;
 const POLICIES = ["preble", "cache-aware", "roundrobin"] as const;
-const WORKLOADS = ["toolbench", "mooncake"] as const;
 type PolicyArm = (typeof POLICIES)[number];
-type WorkloadName = (typeof WORKLOADS)[number];
 
 /** What the default policy must sustain on this bench. */
 const TARGET_POLICY: PolicyArm = "preble";
@@ -63,41 +63,6 @@ const TARGETS = {
   toolbench: { decisionsPerS: 300_000, p99Us: 20, cyclesPerS: 150_000 },
   mooncake: { decisionsPerS: 100_000 },
 } as const;
-
-interface WorkloadPlan {
-  /** Slots per worker (llama.cpp -np): what the slot-holds reports rotate over. */
-  slots: number;
-  warmupRequests: number;
-  measuredRequests: number;
-  describe: string;
-}
-
-/**
- * Slots: a worker's view in the tree is the union of what its slots hold (a slot-holds
- * report drops what the slot held before), bounded by its KV capacity. ToolBench prompts
- * (~2200 tokens) share their prefixes, so a 200k-token worker holds the union of far more
- * than 200k / 2200 prompts, as a radix cache does: 256 slots (its last 256 prompts) fill it
- * to about its capacity and the tree past 1M tokens (96 slots leave it near 0.65M).
- * Mooncake prompts are ~12k tokens (up to 126k): 16 slots and the capacity bound the view.
- */
-function plan(workload: WorkloadName, quick: boolean, mooncakeRecords: number, toolbenchSlots = TOOLBENCH_SLOTS): WorkloadPlan {
-  if (workload === "toolbench") {
-    const o = TOOLBENCH_ZIPF_DEFAULTS;
-    return {
-      slots: toolbenchSlots,
-      warmupRequests: quick ? 3_000 : 5_000,
-      measuredRequests: quick ? 3_000 : 50_000,
-      describe: `ToolBench-like: ${o.prefixes} prefixes of ~${o.prefixTokens} tokens, Zipf a=${o.zipfA}, unique ~${o.suffixTokens}-token suffix, Poisson ${o.ratePerS} req/s`,
-    };
-  }
-  const warmupRequests = 1_000;
-  return {
-    slots: 16,
-    warmupRequests,
-    measuredRequests: quick ? 2_000 : mooncakeRecords - warmupRequests,
-    describe: `Mooncake conversation trace (${mooncakeRecords} records; trace arrivals; 512-token blocks from hash_ids)`,
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // One arm, in a child process
@@ -198,24 +163,13 @@ class Fnv {
 const float64 = new Float64Array(1);
 const float64Words = new Uint32Array(float64.buffer);
 
-function requestsOf(workload: WorkloadName, seed: number, salt: number): Iterator<WorkloadRequest> {
-  if (workload === "toolbench") return toolbenchZipf({ seed, salt });
-  return mooncakeRequests(readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE), { seed, salt });
-}
-
 async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Promise<ArmResult> {
   const { seed, salt, quick } = args;
-  const records = workload === "mooncake" ? readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE).length : 0;
+  const records = workload === "mooncake" ? mooncakeRecordCount() : 0;
   const p = plan(workload, quick, records, args.toolbenchSlots);
   const label = `${workload}/${policy}`;
-  const requests = requestsOf(workload, seed, salt);
-  // Prompts reach the scheduler as Int32Arrays, as the server's prompt threads hand them over
-  // (made there, outside the host's time: here outside the timed calls).
-  const take = (): PlacedRequest => {
-    const next = requests.next();
-    if (next.done) throw new Error(`${label}: the workload ran out of requests`);
-    return { ...next.value, tokens: Int32Array.from(next.value.tokens) };
-  };
+  // Prompts reach the scheduler as Int32Arrays, made outside the timed calls.
+  const take = placedRequests(workload, seed, salt);
   // Measured-phase tallies, allocated before the heap baseline.
   const placeNs = new Float64Array(p.measuredRequests);
   const cycleNs = new Float64Array(p.measuredRequests);
@@ -771,7 +725,7 @@ async function main(): Promise<void> {
     },
     workloads: Object.fromEntries(
       WORKLOADS.map((workload) => {
-        const records = workload === "mooncake" ? readMooncakeTrace(MOONCAKE_CONVERSATION_TRACE).length : 0;
+        const records = workload === "mooncake" ? mooncakeRecordCount() : 0;
         return [workload, plan(workload, args.quick, records, args.toolbenchSlots)];
       }),
     ),
