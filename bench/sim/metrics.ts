@@ -43,6 +43,12 @@ export interface ArmSummary {
     evictions: number;
     roomWaits: number;
     preemptions: number;
+    /** Step time spent decoding and prefilling, ms. */
+    decodeMs: number;
+    prefillMs: number;
+    /** Steps that decoded, and their passes over the weights. */
+    decodeSteps: number;
+    decodePasses: number;
   }[];
   imbalance: {
     /** Busiest worker's busy time / the mean. 1 = perfectly even. */
@@ -139,6 +145,10 @@ export function summarize(result: SimResult): ArmSummary {
       evictions: worker.evictions,
       roomWaits: worker.roomWaits,
       preemptions: worker.preemptions,
+      decodeMs: worker.decodeMs,
+      prefillMs: worker.prefillMs,
+      decodeSteps: worker.decodeSteps,
+      decodePasses: worker.decodePasses,
     })),
     imbalance: {
       busyMaxOverMean: maxOverMean(result.workers.map((worker) => worker.busyMs)),

@@ -172,6 +172,24 @@ function kvLayout(spec: WorkerSpec): string {
   return `per slot${spec.contextLock ? ", context lock (the old worker)" : ""}`;
 }
 
+/** What the workers' steps were made of: decode share of step time, passes per decoding step, sequences per pass. */
+function stepMix(workers: readonly { decodeMs: number; prefillMs: number; decodeSteps: number; decodePasses: number; decodeTokens: number }[]): string {
+  let decodeMs = 0;
+  let prefillMs = 0;
+  let steps = 0;
+  let passes = 0;
+  let tokens = 0;
+  for (const w of workers) {
+    decodeMs += w.decodeMs;
+    prefillMs += w.prefillMs;
+    steps += w.decodeSteps;
+    passes += w.decodePasses;
+    tokens += w.decodeTokens;
+  }
+  if (steps === 0) return "-";
+  return `${pct(decodeMs / Math.max(1e-9, decodeMs + prefillMs))} / ${(passes / steps).toFixed(2)} / ${(tokens / passes).toFixed(2)}`;
+}
+
 export function markdown(report: SimReport): string {
   const lines: string[] = [
     "# Simulated fleet: every policy side by side",
@@ -272,12 +290,13 @@ export function markdown(report: SimReport): string {
       "",
       `r0 = ${fmt(first.r0PerS, 2)} requests/s. ![mean latency vs load](${chartFile(report.name ?? "sim", first.workload, first.gpu, first.workers)})`,
       "",
-      "| load | rate /s | policy | n | TTFT mean / p50 / p99 | E2E mean / p50 / p99 | req/s | out tok/s | cached mean (p50) | >= half cached | util mean | busy / placed / prefill max:mean | decisions |",
-      "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+      "| load | rate /s | policy | n | TTFT mean / p50 / p99 | E2E mean / p50 / p99 | req/s | out tok/s | cached mean (p50) | >= half cached | util mean | decode share / passes per step / sequences per pass | busy / placed / prefill max:mean | decisions |",
+      "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     );
     for (const arm of arms) {
       const s = arm.summary;
       const util = s.workers.reduce((sum, w) => sum + w.utilisation, 0) / Math.max(1, s.workers.length);
+      const steps = stepMix(s.workers);
       const reasons = Object.entries(s.reasons)
         .sort((a, b) => b[1] - a[1])
         .map(([reason, count]) => `${reason} ${pct(count / Math.max(1, s.n + s.refused))}`)
@@ -285,7 +304,7 @@ export function markdown(report: SimReport): string {
       lines.push(
         `| ${arm.load} | ${Number.isFinite(arm.ratePerS) ? fmt(arm.ratePerS, 2) : "burst"} | ${arm.policy} | ${s.n}${s.refused > 0 ? ` (+${s.refused} refused)` : ""} | ` +
           `${ms(s.ttftMs.mean)} / ${ms(s.ttftMs.p50)} / ${ms(s.ttftMs.p99)} | ${ms(s.e2eMs.mean)} / ${ms(s.e2eMs.p50)} / ${ms(s.e2eMs.p99)} | ` +
-          `${fmt(s.throughput.requestsPerS, 2)} | ${fmt(s.throughput.outputTokensPerS)} | ${pct(s.cached.meanFraction)} (${pct(s.cached.p50)}) | ${pct(s.cached.atLeastHalf)} | ${pct(util)} | ` +
+          `${fmt(s.throughput.requestsPerS, 2)} | ${fmt(s.throughput.outputTokensPerS)} | ${pct(s.cached.meanFraction)} (${pct(s.cached.p50)}) | ${pct(s.cached.atLeastHalf)} | ${pct(util)} | ${steps} | ` +
           `${s.imbalance.busyMaxOverMean.toFixed(2)} / ${s.imbalance.placedMaxOverMean.toFixed(2)} / ${s.imbalance.prefillMaxOverMean.toFixed(2)} | ${reasons}${s.copies.attempted > 0 ? `; copies ${s.copies.done}/${s.copies.attempted}` : ""}${s.rejections > 0 ? `; 429s retried ${s.rejections}` : ""} |`,
       );
     }
@@ -294,7 +313,7 @@ export function markdown(report: SimReport): string {
     "",
     "Notes",
     "",
-    "- util = the share of the run (first arrival to last completion) a worker spent running steps; a worker with any request decoding runs steps back to back, so util is high whenever requests are in flight. busy / placed / prefill max:mean = the busiest worker over the mean, in step time, placements and prefill tokens computed (1.00 = even).",
+    "- util = the share of the run (first arrival to last completion) a worker spent running steps; a worker with any request decoding runs steps back to back, so util is high whenever requests are in flight. decode share = the part of all workers' step time spent decoding (the rest: prefill); passes per step = passes over the weights per step that decoded (one per run of consecutive busy slots on the cards of the worker Radixgate has, one on an idealised card); sequences per pass = decoded tokens per pass: how much of each pass over the weights the batch used. busy / placed / prefill max:mean = the busiest worker over the mean, in step time, placements and prefill tokens computed (1.00 = even).",
     "- Sample sizes: n per arm (completed requests); refused = prompt + output larger than a slot (tokens per slot; on an idealised card, the whole pool). The arms of one workload and load place exactly the same requests. A placement the scheduler refuses because every worker's queue is full (the server's 429, scheduler.maxQueuePerWorker) is resent by the client 1 s later and its latency counts from the first attempt (\"429s retried\" in the decisions column).",
     "- Simulated, not measured: the cards are time models (Preble's published fits and our assumptions, see src/scheduler/time-model.ts) and KV sized from memory (bench/sim/hardware.ts, docs/simulator.md); compare policies as ratios within one table.",
     "",

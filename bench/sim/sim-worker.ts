@@ -68,6 +68,13 @@ export interface WorkerStats {
   lockWaitMs: number;
   /** spec.contention: steps that started while another worker had requests running. */
   contendedSteps: number;
+  /** Step time spent on decoding and on prefill (busyMs is their sum, give or take a step of neither). */
+  decodeMs: number;
+  prefillMs: number;
+  /** Steps that decoded, the passes over the weights they took (one per run of consecutive busy
+   *  slots on a "micro-batch" card, one on a "shared" one), and the sequences they decoded. */
+  decodeSteps: number;
+  decodePasses: number;
 }
 
 /** A request on its way through a worker. */
@@ -170,6 +177,10 @@ export class SimWorker {
       lockWaits: 0,
       lockWaitMs: 0,
       contendedSteps: 0,
+      decodeMs: 0,
+      prefillMs: 0,
+      decodeSteps: 0,
+      decodePasses: 0,
     };
     this.truth = new TimeModel(spec.timeModel);
     this.base = spec.timeModel.base;
@@ -393,10 +404,10 @@ export class SimWorker {
    * numbers (llama.cpp evaluates only consecutive sequence ids together), a pass of two or
    * more costing multiSequencePassFactor x decodeBase; each sequence adds its attention reads.
    */
-  private decodeMs(decoders: readonly { slot: number; context: number }[]): number {
-    if (decoders.length === 0) return 0;
+  private decodeMs(decoders: readonly { slot: number; context: number }[]): { ms: number; passes: number } {
+    if (decoders.length === 0) return { ms: 0, passes: 0 };
     const context = decoders.reduce((sum, d) => sum + d.context, 0);
-    if (this.spec.decodeBatching !== "micro-batch") return this.truth.decodeMsPerToken(context);
+    if (this.spec.decodeBatching !== "micro-batch") return { ms: this.truth.decodeMsPerToken(context), passes: 1 };
     // One pass is the time model's own decode time; each further pass adds its decodeBase, and
     // a pass of two or more sequences (multi - 1) x decodeBase on top.
     const { decodeBase } = this.spec.timeModel;
@@ -404,7 +415,7 @@ export class SimWorker {
     const runs = consecutiveRuns(decoders.map((d) => d.slot));
     let ms = this.truth.decodeMsPerToken(context) + (runs.length - 1) * decodeBase;
     for (const run of runs) if (run > 1) ms += (multi - 1) * decodeBase;
-    return ms;
+    return { ms, passes: runs.length };
   }
 
   private runStep(shares: BatchShare<BatchItem>[]): void {
@@ -423,7 +434,8 @@ export class SimWorker {
       }
     }
     const decoding = decoders.length > 0;
-    let decodeMs = this.decodeMs(decoders);
+    const decode = this.decodeMs(decoders);
+    let decodeMs = decode.ms;
     let prefillPart = prefilling ? this.base + prefillMs : 0;
     const contention = this.spec.contention;
     if (contention && this.sim.workers.some((worker) => worker !== this && worker.running.length > 0)) {
@@ -435,6 +447,12 @@ export class SimWorker {
     this.stepping = true;
     this.stats.steps++;
     this.stats.busyMs += ms;
+    this.stats.prefillMs += prefillPart;
+    if (decoding) {
+      this.stats.decodeMs += decodeMs;
+      this.stats.decodeSteps++;
+      this.stats.decodePasses += decode.passes;
+    }
     this.sim.at(this.sim.now + ms, () => this.endStep(shares));
   }
 

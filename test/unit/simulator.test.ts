@@ -309,6 +309,10 @@ describe("simulator: the CPU card (decode passes per run of slots, state store, 
       [200, 230],
       [200, 230],
     ]);
+    // What the steps were made of: 200 ms of prefill, then two decode steps of one pass of two sequences.
+    const steps = ({ workers: [w] }: typeof cpu) => [w!.prefillMs, w!.decodeMs, w!.decodeSteps, w!.decodePasses, w!.decodeTokens];
+    expect(steps(shared)).toEqual([200, 20, 2, 2, 4]);
+    expect(steps(cpu)).toEqual([200, 30, 2, 2, 4]);
   });
 
   it("a started prefill is continued before a more cached prompt that came after it starts", async () => {
@@ -341,6 +345,9 @@ describe("simulator: the CPU card (decode passes per run of slots, state store, 
     const later = apart.records.filter((record) => record.index >= 3);
     expect(later.map((record) => record.cachedTokens)).toEqual([100, 100]);
     expect(later.map((record) => record.e2eMs - record.ttftMs)).toEqual([40, 40]);
+    // Their two decode steps took two passes each (the first three prompts' only token came with their prefill).
+    const [w] = apart.workers;
+    expect([w!.decodeSteps, w!.decodePasses, w!.decodeMs]).toEqual([2, 4, 40]);
   });
 
   it("consecutiveRuns groups slot numbers as llama.cpp groups sequence ids into passes", () => {
