@@ -7,18 +7,16 @@
 // the same code against itself read 0.96x-1.04x on ToolBench and 0.83x-0.99x on Mooncake, one
 // run to the next, so the report gives the median of several runs (5 by default).
 //
-//   npm run bench:scheduler-compare -- --base REV [--workload toolbench|mooncake|all] [--runs 5] [--seed 1] [--salt N] [--quick]
+//   npm run bench:scheduler-compare -- --base REV [--workload toolbench|mooncake|all] [--runs 5] [--seed 1] [--salt N] [--quick] [--results NAME]
 //
 // --quick places a few thousand requests: a smoke run of the tool, too short for a ratio (the
 // code of each version is still being compiled).
 // The base is checked out in a temporary git worktree (removed at the end) with this
 // checkout's node_modules; both versions run under the preble policy, each in its own
 // scheduler with its own tree. Each run is a fresh process. A request's cycle is what
-// bench:scheduler times: place, the slot report of the slot it takes, its first token, and
-// the completions it triggers once more than IN_FLIGHT_PER_WORKER x WORKERS are in flight
-// (with the time model's prefill and decode times, so the models refit online). Absolute
-// rates are below bench:scheduler's: two trees share the process's caches. Writes
-// bench/results/scheduler-compare.md and .json; asserts nothing.
+// bench:scheduler times: place, then what ServedRequests (decision-fleet.ts) does after it.
+// Absolute rates are below bench:scheduler's: two trees share the process's caches. Writes
+// bench/results/<--results, default scheduler-compare>.md and .json; asserts nothing.
 import { execFileSync, fork } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -29,12 +27,15 @@ import { parseArgs } from "node:util";
 import { gitCommit, machineDescription } from "../git-commit.js";
 import {
   CAPACITY_TOKENS,
-  IN_FLIGHT_PER_WORKER,
   MODEL,
   mooncakeRecordCount,
   placedRequests,
   plan,
+  ServedRequests,
+  type ServedTicket,
+  type ServedTimeModel,
   TIME_MODEL,
+  WORKER_IDS,
   WORKERS,
   WORKLOADS,
   type WorkloadName,
@@ -42,7 +43,8 @@ import {
 
 const POLICY = "preble";
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
-const USAGE = "usage: npm run bench:scheduler-compare -- --base REV [--workload toolbench|mooncake|all] [--runs 5] [--seed 1] [--salt N] [--quick]";
+const USAGE =
+  "usage: npm run bench:scheduler-compare -- --base REV [--workload toolbench|mooncake|all] [--runs 5] [--seed 1] [--salt N] [--quick] [--results NAME]";
 
 /** What a run measured of one version. */
 interface SideTotals {
@@ -68,21 +70,16 @@ interface SchedulerModules {
   ) => {
     addWorker(spec: object): void;
     place(request: object): Ticket | undefined;
-    timeModel(workerId: string): { prefillMs(extend: number, context: number): number; decodeMsPerToken(context: number): number } | undefined;
+    timeModel(workerId: string): ServedTimeModel | undefined;
   };
   createPolicy: (name: string) => unknown;
   TimeModel: new (coefficients: object) => object;
   TIME_MODEL_PRESETS: Record<string, object>;
 }
 
-interface Ticket {
-  workerId: string;
+interface Ticket extends ServedTicket {
   placement: { reason: string };
-  request: { tokens: { length: number } };
   uncachedTokens?: number;
-  started(slot: number): void;
-  firstToken(): void;
-  finished(outcome: object): void;
 }
 
 async function loadScheduler(root: string): Promise<SchedulerModules> {
@@ -103,8 +100,7 @@ async function loadScheduler(root: string): Promise<SchedulerModules> {
 /** One version's fleet: `serve` runs one request's cycle and adds its times to the totals once `measure` is set. */
 function fleetOf(modules: SchedulerModules, clock: { t: number }, slots: number) {
   const scheduler = new modules.GlobalScheduler(modules.createPolicy(POLICY), { now: () => clock.t });
-  const workerIds = Array.from({ length: WORKERS }, (_, i) => `gpu${i}`);
-  for (const id of workerIds) {
+  for (const id of WORKER_IDS) {
     scheduler.addWorker({
       id,
       modelId: MODEL,
@@ -113,51 +109,19 @@ function fleetOf(modules: SchedulerModules, clock: { t: number }, slots: number)
       timeModel: new modules.TimeModel(modules.TIME_MODEL_PRESETS[TIME_MODEL]!),
     });
   }
-  const workerIndex = new Map(workerIds.map((id, i) => [id, i]));
-  const nextSlot = new Int32Array(WORKERS);
-  const inFlightOn = new Int32Array(WORKERS);
-  const inFlight: ({ ticket: Ticket; ttftMs: number; outputTokens: number } | undefined)[] = [];
-  let head = 0;
+  const served = new ServedRequests<Ticket>(slots, (workerId) => scheduler.timeModel(workerId)!);
   const totals: SideTotals = { placeNs: 0, cycleNs: 0 };
-
-  const completeOldest = (): void => {
-    const { ticket, ttftMs, outputTokens } = inFlight[head]!;
-    inFlight[head++] = undefined;
-    const n = ticket.request.tokens.length;
-    const uncached = ticket.uncachedTokens ?? n;
-    const model = scheduler.timeModel(ticket.workerId)!;
-    ticket.finished({
-      ok: true,
-      promptTokens: n,
-      cachedTokens: n - uncached,
-      completionTokens: outputTokens,
-      ttftMs,
-      prefillMs: model.prefillMs(uncached, n),
-      decodeMsPerToken: model.decodeMsPerToken(n + outputTokens / 2),
-    });
-    inFlightOn[workerIndex.get(ticket.workerId)!]!--;
-    if (head > 4096) {
-      inFlight.splice(0, head);
-      head = 0;
-    }
-  };
 
   const serve = (tokens: Int32Array, outputTokens: number, measure: boolean): string => {
     const t0 = process.hrtime.bigint();
     const ticket = scheduler.place({ modelId: MODEL, tokens, messageCount: 1, maxTokens: 256 });
     const t1 = process.hrtime.bigint();
     if (!ticket) throw new Error("no placement");
-    const w = workerIndex.get(ticket.workerId)!;
-    const slot = nextSlot[w]!;
-    nextSlot[w] = (slot + 1) % slots;
-    const n = tokens.length;
-    const ttftMs = scheduler.timeModel(ticket.workerId)!.prefillMs(ticket.uncachedTokens ?? n, n) * (1 + inFlightOn[w]!);
+    // What the scheduler expects the worker to reuse (a version without the figure: nothing).
+    const hit = tokens.length - (ticket.uncachedTokens ?? tokens.length);
+    const { slot, ttftMs } = served.slotFor(ticket, hit);
     const t2 = process.hrtime.bigint();
-    ticket.started(slot);
-    ticket.firstToken();
-    inFlight.push({ ticket, ttftMs, outputTokens });
-    inFlightOn[w]!++;
-    while (inFlight.length - head > IN_FLIGHT_PER_WORKER * WORKERS) completeOldest();
+    served.serve(ticket, slot, hit, ttftMs, outputTokens);
     const t3 = process.hrtime.bigint();
     if (measure) {
       totals.placeNs += Number(t1 - t0);
@@ -309,6 +273,7 @@ async function main(): Promise<void> {
       seed: { type: "string", default: "1" },
       salt: { type: "string" },
       quick: { type: "boolean", default: false },
+      results: { type: "string", default: "scheduler-compare" },
       child: { type: "string" },
       "base-root": { type: "string" },
     },
@@ -327,6 +292,7 @@ async function main(): Promise<void> {
     process.send!(result);
     return;
   }
+  if (!/^[\w.-]+$/.test(values.results!)) throw new Error(`--results ${values.results}: a file name under bench/results/ (letters, digits, . _ -)\n${USAGE}`);
   if (values.base === undefined) throw new Error(`--base is required: the commit to compare this checkout with\n${USAGE}`);
   const workloads: WorkloadName[] =
     values.workload === "all"
@@ -370,14 +336,14 @@ async function main(): Promise<void> {
     summaries: workloads.map((workload) => summarize(workload, results.get(workload)!)),
   };
   const out = fileURLToPath(new URL("../results/", import.meta.url));
-  writeFileSync(`${out}scheduler-compare.json`, `${JSON.stringify(report, null, 2)}\n`);
-  writeFileSync(`${out}scheduler-compare.md`, markdown(report));
+  writeFileSync(`${out}${values.results}.json`, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(`${out}${values.results}.md`, markdown(report));
   for (const summary of report.summaries) {
     console.log(
       `${summary.workload}: this checkout ${summary.medianPlaceRatio.toFixed(3)}x the base's decisions/s, ${summary.medianCycleRatio.toFixed(3)}x its cycles/s (median of ${runs})`,
     );
   }
-  console.log("wrote bench/results/scheduler-compare.md and .json");
+  console.log(`wrote bench/results/${values.results}.md and .json`);
 }
 
 await main();

@@ -74,3 +74,100 @@ export function placedRequests(workload: WorkloadName, seed: number, salt: numbe
     return { ...next.value, tokens: Int32Array.from(next.value.tokens) };
   };
 }
+
+/** The fleet's worker ids, in order. */
+export const WORKER_IDS: readonly string[] = Array.from({ length: WORKERS }, (_, i) => `gpu${i}`);
+
+/** What the benches need of a placement's ticket (any version of the scheduler has these). */
+export interface ServedTicket {
+  readonly workerId: string;
+  readonly request: { readonly tokens: { readonly length: number } };
+  started(slot: number): void;
+  firstToken(): void;
+  finished(outcome: {
+    ok: true;
+    promptTokens: number;
+    cachedTokens: number;
+    completionTokens: number;
+    ttftMs: number;
+    prefillMs: number;
+    decodeMsPerToken: number;
+  }): void;
+}
+
+/** The times a worker's model gives (any version of the scheduler's TimeModel). */
+export interface ServedTimeModel {
+  prefillMs(extendTokens: number, contextTokens: number): number;
+  decodeMsPerToken(contextTokens: number): number;
+}
+
+/**
+ * What follows a placement in both decision benches, as a worker would report it: the
+ * worker's next slot (in turn) takes the request, its first token comes at once (the benches
+ * keep no clock for prefills), and once more than IN_FLIGHT_PER_WORKER x WORKERS requests
+ * are in flight the oldest completes with the time model's prefill and decode times for what
+ * it computed (so the models refit online). Its TTFT is modelled: its prefill, queued behind
+ * the worker's requests in flight.
+ */
+export class ServedRequests<T extends ServedTicket> {
+  private readonly nextSlot = new Int32Array(WORKERS);
+  private readonly onWorker = new Int32Array(WORKERS);
+  private readonly index = new Map(WORKER_IDS.map((id, i) => [id, i]));
+  private readonly entries: ({ ticket: T; hit: number; ttftMs: number; outputTokens: number } | undefined)[] = [];
+  private head = 0;
+
+  constructor(
+    private readonly slots: number,
+    private readonly timeModel: (workerId: string) => ServedTimeModel,
+  ) {}
+
+  /** The fleet index of a worker id. */
+  workerIndex(workerId: string): number {
+    return this.index.get(workerId)!;
+  }
+
+  /** The slot the ticket's worker gives its next request (they take turns), and the request's
+   *  modelled TTFT when `hit` prompt tokens are reused there: what `serve` needs, untimed. */
+  slotFor(ticket: T, hit: number): { slot: number; ttftMs: number } {
+    const w = this.workerIndex(ticket.workerId);
+    const slot = this.nextSlot[w]!;
+    this.nextSlot[w] = (slot + 1) % this.slots;
+    const n = ticket.request.tokens.length;
+    return { slot, ttftMs: this.timeModel(ticket.workerId).prefillMs(n - hit, n) * (1 + this.onWorker[w]!) };
+  }
+
+  /** The request takes its slot and has its first token; the oldest complete while too many are in flight. */
+  serve(ticket: T, slot: number, hit: number, ttftMs: number, outputTokens: number): void {
+    ticket.started(slot);
+    ticket.firstToken();
+    this.entries.push({ ticket, hit, ttftMs, outputTokens });
+    this.onWorker[this.workerIndex(ticket.workerId)]!++;
+    while (this.entries.length - this.head > IN_FLIGHT_PER_WORKER * WORKERS) this.completeOldest();
+  }
+
+  /** The tickets still in flight, oldest first. */
+  *inFlight(): Iterable<T> {
+    for (let i = this.head; i < this.entries.length; i++) yield this.entries[i]!.ticket;
+  }
+
+  private completeOldest(): void {
+    const { ticket, hit, ttftMs, outputTokens } = this.entries[this.head]!;
+    this.entries[this.head++] = undefined;
+    const n = ticket.request.tokens.length;
+    const model = this.timeModel(ticket.workerId);
+    ticket.finished({
+      ok: true,
+      promptTokens: n,
+      cachedTokens: hit,
+      completionTokens: outputTokens,
+      ttftMs,
+      prefillMs: model.prefillMs(n - hit, n),
+      decodeMsPerToken: model.decodeMsPerToken(n + outputTokens / 2),
+    });
+    this.onWorker[this.workerIndex(ticket.workerId)]!--;
+    if (this.head > 4096) {
+      this.entries.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+}

@@ -48,6 +48,8 @@ import {
   TIME_MODEL,
   TOOLBENCH_SLOTS,
   TREE_TARGET_TOKENS,
+  ServedRequests,
+  WORKER_IDS,
   WORKERS,
   WORKLOADS,
   type WorkloadName,
@@ -192,42 +194,14 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
 
   const clock = { t: 0 };
   const scheduler = new GlobalScheduler(createPolicy(policy), { now: () => clock.t });
-  const workerIds = Array.from({ length: WORKERS }, (_, i) => `gpu${i}`);
-  for (const id of workerIds) {
+  for (const id of WORKER_IDS) {
     scheduler.addWorker({ id, modelId: MODEL, slots: p.slots, capacityTokens: CAPACITY_TOKENS, timeModel: new TimeModel(TIME_MODEL_PRESETS[TIME_MODEL]!) });
   }
   const tree = scheduler.tree(MODEL)!;
-  const workerIndex = new Map(workerIds.map((id, i) => [id, i]));
-  const nextSlot = new Int32Array(WORKERS);
+  const served = new ServedRequests<PlacementTicket>(p.slots, (workerId) => scheduler.timeModel(workerId)!);
   // What each slot was last told to hold, held WEAKLY: the heap reading below counts a prompt
   // array as the scheduler's slot mirror only if something else (the scheduler) keeps it.
-  const slotHolds: (WeakRef<Int32Array> | undefined)[][] = workerIds.map(() => new Array<WeakRef<Int32Array> | undefined>(p.slots).fill(undefined));
-  const inFlightOn = new Int32Array(WORKERS);
-  const maxInFlight = IN_FLIGHT_PER_WORKER * WORKERS;
-  const inFlight: { ticket: PlacementTicket; hit: number; ttftMs: number; outputTokens: number }[] = [];
-  let inFlightHead = 0;
-
-  const completeOldest = (): void => {
-    const entry = inFlight[inFlightHead]!;
-    inFlight[inFlightHead++] = undefined!;
-    const { ticket, hit } = entry;
-    const n = ticket.request.tokens.length;
-    const model = scheduler.timeModel(ticket.workerId)!;
-    ticket.finished({
-      ok: true,
-      promptTokens: n,
-      cachedTokens: hit,
-      completionTokens: entry.outputTokens,
-      ttftMs: entry.ttftMs,
-      prefillMs: model.prefillMs(n - hit, n),
-      decodeMsPerToken: model.decodeMsPerToken(n + entry.outputTokens / 2),
-    });
-    inFlightOn[workerIndex.get(ticket.workerId)!]!--;
-    if (inFlightHead > 4096) {
-      inFlight.splice(0, inFlightHead);
-      inFlightHead = 0;
-    }
-  };
+  const slotHolds: (WeakRef<Int32Array> | undefined)[][] = WORKER_IDS.map(() => new Array<WeakRef<Int32Array> | undefined>(p.slots).fill(undefined));
 
   /** One request through place -> started -> finished; returns [place ns, cycle ns]. */
   /** The reason of the last decision `serve` made. */
@@ -242,28 +216,20 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     const ticket = scheduler.place(placement);
     const t1 = process.hrtime.bigint();
     if (!ticket) throw new Error(`${label}: no placement`);
-    const w = workerIndex.get(ticket.workerId)!;
-    const slot = nextSlot[w]!;
-    nextSlot[w] = (slot + 1) % p.slots;
-    if (!measure) slotHolds[w]![slot] = new WeakRef(request.tokens);
+    const w = served.workerIndex(ticket.workerId);
     const hit = before.perWorker.get(ticket.workerId) ?? 0;
     const n = request.tokens.length;
-    // Modelled TTFT: this prefill, queued behind the worker's requests in flight.
-    const ttftMs = scheduler.timeModel(ticket.workerId)!.prefillMs(n - hit, n) * (1 + inFlightOn[w]!);
+    const { slot, ttftMs } = served.slotFor(ticket, hit);
+    if (!measure) slotHolds[w]![slot] = new WeakRef(request.tokens);
     const t2 = process.hrtime.bigint();
-    ticket.started(slot);
-    // The bench keeps no clock for prefills: each is over once its slot takes it.
-    ticket.firstToken();
-    inFlight.push({ ticket, hit, ttftMs, outputTokens: request.outputTokens });
-    inFlightOn[w]!++;
-    while (inFlight.length - inFlightHead > maxInFlight) completeOldest();
+    served.serve(ticket, slot, hit, ttftMs, request.outputTokens);
     const t3 = process.hrtime.bigint();
     decisionHash.word(w);
     decisionHash.string(ticket.placement.reason);
     const costs = ticket.placement.costs;
     if (costs !== undefined) {
       for (const [id, cost] of Object.entries(costs)) {
-        costsHash.word(workerIndex.get(id)!);
+        costsHash.word(served.workerIndex(id));
         float64[0] = cost;
         costsHash.word(float64Words[0]!);
         costsHash.word(float64Words[1]!);
@@ -293,7 +259,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
     serve(request, false);
     if ((i + 1) % Math.ceil(p.warmupRequests / 2) === 0) progress("warm-up", i + 1, p.warmupRequests);
   }
-  const cachedAll = () => workerIds.reduce((sum, id) => sum + tree.cachedTokens(id), 0);
+  const cachedAll = () => WORKER_IDS.reduce((sum, id) => sum + tree.cachedTokens(id), 0);
   const warmup = {
     requests: p.warmupRequests,
     treeTokens: tree.tokenCount,
@@ -315,7 +281,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
       if (tokens) mirror.add(tokens);
     }
   }
-  for (let i = inFlightHead; i < inFlight.length; i++) mirror.add(inFlight[i]!.ticket.request.tokens);
+  for (const ticket of served.inFlight()) mirror.add(ticket.request.tokens);
   // A prompt some node borrows its segment from is the tree's own storage, not the mirror's.
   const borrowedByTree = (tokens: TokenIds) =>
     tokens instanceof Int32Array && tree.match(tokens).path.some((node) => (node as RadixNode).buf.buffer === tokens.buffer);
@@ -381,7 +347,7 @@ async function runArm(policy: PolicyArm, workload: WorkloadName, args: Args): Pr
       tokens: tree.tokenCount,
       nodes: tree.nodeCount,
       cachedTokensAllWorkers: cachedAll(),
-      cachedTokensPerWorker: workerIds.map((id) => tree.cachedTokens(id)),
+      cachedTokensPerWorker: WORKER_IDS.map((id) => tree.cachedTokens(id)),
     },
     heap: {
       measured: gc !== undefined,

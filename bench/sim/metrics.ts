@@ -58,6 +58,15 @@ export interface ArmSummary {
     /** Most prefill tokens computed on one worker / the mean. */
     prefillMaxOverMean: number;
   };
+  /** What the workers' steps were made of, over all of them (null when no step decoded). */
+  steps: {
+    /** Share of step time spent decoding (the rest: prefill). */
+    decodeShare: number;
+    /** Passes over the weights per step that decoded. */
+    passesPerDecodeStep: number;
+    /** Decoded tokens per pass: how much of each pass the batch used. */
+    sequencesPerPass: number;
+  } | null;
   makespanS: number;
   /** Placements refused with 429 (every queue full) and retried by the client. */
   rejections: number;
@@ -104,6 +113,19 @@ const maxOverMean = (values: readonly number[]) => {
   const mean = values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length);
   return mean > 0 ? Math.max(...values) / mean : 1;
 };
+
+function stepMix(workers: SimResult["workers"]): ArmSummary["steps"] {
+  const sum = (value: (worker: SimResult["workers"][number]) => number) => workers.reduce((total, worker) => total + value(worker), 0);
+  const decodeSteps = sum((w) => w.decodeSteps);
+  if (decodeSteps === 0) return null;
+  const decodeMs = sum((w) => w.decodeMs);
+  const passes = sum((w) => w.decodePasses);
+  return {
+    decodeShare: decodeMs / Math.max(1e-9, decodeMs + sum((w) => w.prefillMs)),
+    passesPerDecodeStep: passes / decodeSteps,
+    sequencesPerPass: sum((w) => w.decodeTokens) / passes,
+  };
+}
 
 export function summarize(result: SimResult): ArmSummary {
   const { records } = result;
@@ -155,6 +177,7 @@ export function summarize(result: SimResult): ArmSummary {
       placedMaxOverMean: maxOverMean(result.workers.map((worker) => worker.placed)),
       prefillMaxOverMean: maxOverMean(result.workers.map((worker) => worker.prefillTokens)),
     },
+    steps: stepMix(result.workers),
     makespanS: makespanMs / 1000,
     rejections: result.rejections,
     reasons: result.reasons,

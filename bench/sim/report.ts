@@ -172,24 +172,6 @@ function kvLayout(spec: WorkerSpec): string {
   return `per slot${spec.contextLock ? ", context lock (the old worker)" : ""}`;
 }
 
-/** What the workers' steps were made of: decode share of step time, passes per decoding step, sequences per pass. */
-function stepMix(workers: readonly { decodeMs: number; prefillMs: number; decodeSteps: number; decodePasses: number; decodeTokens: number }[]): string {
-  let decodeMs = 0;
-  let prefillMs = 0;
-  let steps = 0;
-  let passes = 0;
-  let tokens = 0;
-  for (const w of workers) {
-    decodeMs += w.decodeMs;
-    prefillMs += w.prefillMs;
-    steps += w.decodeSteps;
-    passes += w.decodePasses;
-    tokens += w.decodeTokens;
-  }
-  if (steps === 0) return "-";
-  return `${pct(decodeMs / Math.max(1e-9, decodeMs + prefillMs))} / ${(passes / steps).toFixed(2)} / ${(tokens / passes).toFixed(2)}`;
-}
-
 export function markdown(report: SimReport): string {
   const lines: string[] = [
     "# Simulated fleet: every policy side by side",
@@ -296,7 +278,7 @@ export function markdown(report: SimReport): string {
     for (const arm of arms) {
       const s = arm.summary;
       const util = s.workers.reduce((sum, w) => sum + w.utilisation, 0) / Math.max(1, s.workers.length);
-      const steps = stepMix(s.workers);
+      const steps = s.steps === null ? "-" : `${pct(s.steps.decodeShare)} / ${s.steps.passesPerDecodeStep.toFixed(2)} / ${s.steps.sequencesPerPass.toFixed(2)}`;
       const reasons = Object.entries(s.reasons)
         .sort((a, b) => b[1] - a[1])
         .map(([reason, count]) => `${reason} ${pct(count / Math.max(1, s.n + s.refused))}`)

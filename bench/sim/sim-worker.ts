@@ -404,7 +404,7 @@ export class SimWorker {
    * numbers (llama.cpp evaluates only consecutive sequence ids together), a pass of two or
    * more costing multiSequencePassFactor x decodeBase; each sequence adds its attention reads.
    */
-  private decodeMs(decoders: readonly { slot: number; context: number }[]): { ms: number; passes: number } {
+  private decodePart(decoders: readonly { slot: number; context: number }[]): { ms: number; passes: number } {
     if (decoders.length === 0) return { ms: 0, passes: 0 };
     const context = decoders.reduce((sum, d) => sum + d.context, 0);
     if (this.spec.decodeBatching !== "micro-batch") return { ms: this.truth.decodeMsPerToken(context), passes: 1 };
@@ -434,7 +434,7 @@ export class SimWorker {
       }
     }
     const decoding = decoders.length > 0;
-    const decode = this.decodeMs(decoders);
+    const decode = this.decodePart(decoders);
     let decodeMs = decode.ms;
     let prefillPart = prefilling ? this.base + prefillMs : 0;
     const contention = this.spec.contention;

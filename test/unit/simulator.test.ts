@@ -313,6 +313,8 @@ describe("simulator: the CPU card (decode passes per run of slots, state store, 
     const steps = ({ workers: [w] }: typeof cpu) => [w!.prefillMs, w!.decodeMs, w!.decodeSteps, w!.decodePasses, w!.decodeTokens];
     expect(steps(shared)).toEqual([200, 20, 2, 2, 4]);
     expect(steps(cpu)).toEqual([200, 30, 2, 2, 4]);
+    // The fleet's step mix the report prints: 30 of 230 ms decoding, one pass a step, two sequences a pass.
+    expect(summarize(cpu).steps).toEqual({ decodeShare: 30 / 230, passesPerDecodeStep: 1, sequencesPerPass: 2 });
   });
 
   it("a started prefill is continued before a more cached prompt that came after it starts", async () => {
@@ -348,6 +350,7 @@ describe("simulator: the CPU card (decode passes per run of slots, state store, 
     // Their two decode steps took two passes each (the first three prompts' only token came with their prefill).
     const [w] = apart.workers;
     expect([w!.decodeSteps, w!.decodePasses, w!.decodeMs]).toEqual([2, 4, 40]);
+    expect(summarize(apart).steps).toMatchObject({ passesPerDecodeStep: 2, sequencesPerPass: 1 });
   });
 
   it("consecutiveRuns groups slot numbers as llama.cpp groups sequence ids into passes", () => {
