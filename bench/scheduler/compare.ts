@@ -4,8 +4,9 @@
 // bench:scheduler can be 30 % off the next with nothing changed, and its speed moves more from
 // one day to the next, so two versions measured one after the other, in separate runs, cannot
 // be told apart below that. Interleaved at the scale of one call, both meet the same machine:
-// the same code against itself read 0.96x-1.04x on ToolBench and 0.83x-0.99x on Mooncake, one
-// run to the next, so the report gives the median of several runs (5 by default).
+// the same code against itself read 0.976x-1.013x on ToolBench over 5 runs (and 0.833x-1.384x
+// on Mooncake's 11k requests: docs/scheduler-tree.md), so the report gives the median of
+// several runs (5 by default).
 //
 //   npm run bench:scheduler-compare -- --base REV [--workload toolbench|mooncake|all] [--runs 5] [--seed 1] [--salt N] [--quick] [--results NAME]
 //
